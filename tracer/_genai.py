@@ -1,0 +1,81 @@
+"""GenAI semantic-convention helpers for inference spans.
+
+    with tracer.stage("inference", **tracer.genai_request("chat", "llama-3-8b", max_tokens=64)):
+        reply = await call_model(...)
+        tracer.record_usage(input_tokens=812, output_tokens=64, finish_reasons=["stop"])
+
+Prompt and completion content is never recorded here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry import trace
+from opentelemetry.trace import Span
+from opentelemetry.util.types import AttributeValue
+
+from tracer import attributes as attrs
+
+__all__ = ["genai_request", "record_usage"]
+
+
+def genai_request(
+    operation: str,
+    model: str,
+    *,
+    provider: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    stream: bool | None = None,
+) -> dict[str, AttributeValue]:
+    """Attributes of a GenAI request, for ``stage(..., **genai_request(...))``.
+
+    Args:
+        operation: ``gen_ai.operation.name`` (``chat``, ``text_completion``, ...).
+        model: ``gen_ai.request.model``.
+        provider: ``gen_ai.provider.name`` (e.g. ``openai``, ``vllm``).
+        max_tokens: ``gen_ai.request.max_tokens``.
+        temperature: ``gen_ai.request.temperature``.
+        stream: ``gen_ai.request.stream``.
+
+    Raises:
+        ValueError: an empty operation or model.
+    """
+    if not operation or not model:
+        raise ValueError(f"operation and model must be non-empty, got {operation!r}, {model!r}")
+    out: dict[str, AttributeValue] = {
+        attrs.GEN_AI_OPERATION_NAME: operation,
+        attrs.GEN_AI_REQUEST_MODEL: model,
+    }
+    if provider is not None:
+        out[attrs.GEN_AI_PROVIDER_NAME] = provider
+    if max_tokens is not None:
+        out[attrs.GEN_AI_MAX_TOKENS] = int(max_tokens)
+    if temperature is not None:
+        out[attrs.GEN_AI_REQUEST_TEMPERATURE] = float(temperature)
+    if stream is not None:
+        out[attrs.GEN_AI_REQUEST_STREAM] = bool(stream)
+    return out
+
+
+def record_usage(
+    *,
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    response_model: str | None = None,
+    finish_reasons: Sequence[str] | None = None,
+    span: Span | None = None,
+) -> None:
+    """Record GenAI usage on ``span`` (the current span when omitted)."""
+    target = span or trace.get_current_span()
+    if not target.is_recording():
+        return
+    if input_tokens is not None:
+        target.set_attribute(attrs.GEN_AI_INPUT_TOKENS, int(input_tokens))
+    if output_tokens is not None:
+        target.set_attribute(attrs.GEN_AI_OUTPUT_TOKENS, int(output_tokens))
+    if response_model is not None:
+        target.set_attribute(attrs.GEN_AI_RESPONSE_MODEL, response_model)
+    if finish_reasons is not None:
+        target.set_attribute(attrs.GEN_AI_RESPONSE_FINISH_REASONS, list(finish_reasons))

@@ -1,0 +1,184 @@
+"""``setup()``, ``shutdown()`` and friends: an OpenTelemetry SDK pipeline in one call.
+
+Environment (standard variables are honoured, not renamed; a keyword wins over its
+variable):
+
+==============================================  ===================  =========================
+variable                                        keyword              default
+==============================================  ===================  =========================
+``OTEL_SERVICE_NAME``                           ``service_name``     ``unknown_service``
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,         ``endpoint``         ``http://127.0.0.1:4318``
+``OTEL_EXPORTER_OTLP_ENDPOINT``                                      (the embedded collector)
+``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``,         ``protocol``         ``http/protobuf``
+``OTEL_EXPORTER_OTLP_PROTOCOL``
+``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``          parentbased_always_on
+``OTEL_SDK_DISABLED``                           ``disabled``         false
+``OTEL_BSP_*``                                  (the SDK reads them)
+==============================================  ===================  =========================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import Sampler
+
+from tracer._errors import ConfigError
+
+__all__ = ["DEFAULT_ENDPOINT", "force_flush", "is_configured", "setup", "shutdown"]
+
+_logger = logging.getLogger(__name__)
+DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
+_PROTOCOLS = ("http/protobuf", "grpc")
+
+_lock = threading.Lock()
+_provider: TracerProvider | None = None
+_processor: SpanProcessor | None = None
+
+
+def _env_true(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() == "true"
+
+
+def traces_endpoint(endpoint: str | None, protocol: str) -> str:
+    """Resolve the OTLP traces endpoint the way the OpenTelemetry exporters do.
+
+    A keyword endpoint and ``OTEL_EXPORTER_OTLP_ENDPOINT`` are base URLs (``/v1/traces``
+    is appended for HTTP); ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is used as it is.
+    """
+    if endpoint is None:
+        signal = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if signal:
+            return signal
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT
+    if not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"endpoint must be an http:// or https:// URL, got {endpoint!r}; "
+            "for example http://127.0.0.1:4318"
+        )
+    if protocol == "grpc" or endpoint.rstrip("/").endswith("/v1/traces"):
+        return endpoint
+    return endpoint.rstrip("/") + "/v1/traces"
+
+
+def _make_exporter(endpoint: str | None, protocol: str | None, headers: dict[str, str] | None):
+    proto = (
+        protocol
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    )
+    if proto not in _PROTOCOLS:
+        raise ConfigError(
+            f"protocol must be one of {', '.join(_PROTOCOLS)}, got {proto!r} "
+            "(the Python exporters do not send http/json)"
+        )
+    url = traces_endpoint(endpoint, proto)
+    if proto == "grpc":
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+            OTLPSpanExporter as GrpcExporter,
+        )
+
+        return GrpcExporter(endpoint=url, headers=headers)
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter(endpoint=url, headers=headers)
+
+
+def setup(
+    service_name: str | None = None,
+    *,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    headers: dict[str, str] | None = None,
+    sampler: Sampler | None = None,
+    resource_attributes: dict[str, str] | None = None,
+    exporter: SpanExporter | None = None,
+    disabled: bool | None = None,
+) -> trace.TracerProvider:
+    """Install a global tracer provider that exports spans over OTLP.
+
+    Args:
+        service_name: ``service.name`` of this process (else ``OTEL_SERVICE_NAME``).
+        endpoint: OTLP base URL (else the ``OTEL_EXPORTER_OTLP_*`` variables, else the
+            embedded collector on 127.0.0.1:4318).
+        protocol: ``http/protobuf`` (default) or ``grpc``.
+        headers: extra export headers, e.g. ``{"authorization": "Bearer ..."}``.
+        sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
+        resource_attributes: more resource attributes.
+        exporter: use this exporter instead of OTLP (spans still go through a
+            BatchSpanProcessor).
+        disabled: install a no-op provider (else ``OTEL_SDK_DISABLED``).
+
+    Returns:
+        The installed provider. A second call warns and returns the first provider.
+
+    Raises:
+        ConfigError: a bad endpoint or protocol.
+    """
+    global _provider, _processor
+    with _lock:
+        if _provider is not None:
+            warnings.warn(
+                "tracer.setup() was called again; keeping the first configuration "
+                "(call tracer.shutdown() first to reconfigure)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return _provider
+        if disabled is None:
+            disabled = _env_true("OTEL_SDK_DISABLED")
+        if disabled:
+            noop = trace.NoOpTracerProvider()
+            trace.set_tracer_provider(noop)
+            return noop
+        attributes: dict[str, str] = dict(resource_attributes or {})
+        if service_name:
+            attributes[SERVICE_NAME] = service_name
+        resource = Resource.create(attributes)
+        span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
+        provider = TracerProvider(resource=resource, sampler=sampler)
+        processor = BatchSpanProcessor(span_exporter)
+        provider.add_span_processor(processor)
+        trace.set_tracer_provider(provider)
+        if trace.get_tracer_provider() is not provider:
+            warnings.warn(
+                "another global tracer provider was already installed; hoptrace's "
+                "spans go to that one",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        _provider, _processor = provider, processor
+        return provider
+
+
+def is_configured() -> bool:
+    """True after :func:`setup` and before :func:`shutdown`."""
+    return _provider is not None
+
+
+def force_flush(timeout_millis: int = 30_000) -> bool:
+    """Export every finished span now; True when all were exported in time."""
+    provider = _provider or trace.get_tracer_provider()
+    flush = getattr(provider, "force_flush", None)
+    return bool(flush(timeout_millis)) if flush else True
+
+
+def shutdown() -> None:
+    """Flush and shut down the provider :func:`setup` installed (safe to call twice)."""
+    global _provider, _processor
+    with _lock:
+        if _provider is None:
+            return
+        try:
+            _provider.shutdown()
+        except Exception:
+            _logger.warning("tracer shutdown failed", exc_info=True)
+        _provider, _processor = None, None

@@ -1,0 +1,297 @@
+"""The ``stage`` decorator and context manager.
+
+``stage(name, **attributes)`` marks a span with ``hoptrace.stage``. It works on sync
+functions, coroutines, generators and async generators, and as a sync or async
+context manager. It uses the global OpenTelemetry tracer provider at call time, so it
+works inside any OpenTelemetry setup, not only after :func:`tracer.setup`.
+
+Streams (generators) get the first-token mark of SPEC.md section 4: an event
+``hoptrace.first_token`` and ``gen_ai.response.time_to_first_chunk`` (seconds from the
+span's start) when the first item is yielded, and ``hoptrace.chunks``; the span ends
+when the stream is exhausted, closed or fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from tracer import attributes as attrs
+
+__all__ = ["mark_first_token", "stage"]
+
+_logger = logging.getLogger(__name__)
+_INSTRUMENTATION_NAME = "hoptrace"
+F = TypeVar("F", bound=Callable[..., Any])
+
+_tracer_cache: tuple[object, Tracer | None] = (None, None)
+
+
+def _current_tracer() -> Tracer | None:
+    """The tracer of the current global provider, or None when tracing is a no-op."""
+    global _tracer_cache
+    provider = trace.get_tracer_provider()
+    cached_provider, cached = _tracer_cache
+    if provider is cached_provider:
+        return cached
+    tracer: Tracer | None = provider.get_tracer(_INSTRUMENTATION_NAME)
+    if isinstance(tracer, NoOpTracer) or isinstance(provider, trace.NoOpTracerProvider):
+        tracer = None
+    _tracer_cache = (provider, tracer)
+    return tracer
+
+
+def _record_error(span: Span, exc: BaseException) -> None:
+    try:
+        if isinstance(exc, Exception):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        else:  # cancellation, GeneratorExit, KeyboardInterrupt: not a failure of the code
+            span.set_attribute("hoptrace.cancelled", type(exc).__name__)
+    except Exception:  # telemetry never breaks the app
+        _logger.debug("could not record an exception on span", exc_info=True)
+
+
+def mark_first_token(span: Span, start_ns: int, now_ns: int | None = None) -> None:
+    """Write the first-token mark on ``span``: the event and the GenAI attribute.
+
+    Args:
+        span: the span that streams.
+        start_ns: the span's start in Unix nanoseconds.
+        now_ns: the moment of the first token; now when omitted.
+    """
+    now = time.time_ns() if now_ns is None else now_ns
+    try:
+        span.add_event(attrs.FIRST_TOKEN_EVENT, timestamp=now)
+        span.set_attribute(attrs.GEN_AI_TIME_TO_FIRST_CHUNK, max(now - start_ns, 0) / 1e9)
+    except Exception:
+        _logger.debug("could not mark the first token", exc_info=True)
+
+
+class stage:  # noqa: N801 - used like a function: @stage("auth")
+    """Mark a function, coroutine, stream or block as one stage of a request.
+
+    Args:
+        name: the stage name (``client``, ``gateway``, ``auth``, ``context``,
+            ``inference``, ``postprocess``, ``return`` or a custom one).
+        span_name: the span's name; the decorated function's qualified name, or the
+            stage name for a block, when omitted.
+        **attributes: extra span attributes (strings, numbers, booleans or lists).
+
+    Raises:
+        ValueError: ``name`` is empty or not a string.
+
+    As a context manager it yields the span, so the block can add attributes.
+    """
+
+    __slots__ = ("_attributes", "_name", "_span_name", "_stack")
+
+    def __init__(self, name: str, span_name: str | None = None, **attributes: AttributeValue):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"stage name must be a non-empty string, got {name!r}")
+        self._name = name
+        self._span_name = span_name
+        self._attributes: dict[str, AttributeValue] = {attrs.STAGE: name, **attributes}
+        self._stack: list[tuple[Span, object]] = []
+
+    @property
+    def name(self) -> str:
+        """The stage name."""
+        return self._name
+
+    # -- decorator -------------------------------------------------------------------
+    def __call__(self, func: F) -> F:
+        span_name = self._span_name or getattr(func, "__qualname__", self._name)
+        attributes = self._attributes
+
+        if inspect.isasyncgenfunction(func):
+            return self._wrap_async_gen(func, span_name)  # type: ignore[return-value]
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_gen(func, span_name)  # type: ignore[return-value]
+        if inspect.iscoroutinefunction(func):
+
+            @functools.wraps(func)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                tracer = _current_tracer()
+                if tracer is None:
+                    return await func(*args, **kwargs)
+                span = tracer.start_span(span_name, attributes=attributes)
+                token = otel_context.attach(trace.set_span_in_context(span))
+                try:
+                    return await func(*args, **kwargs)
+                except BaseException as exc:
+                    _record_error(span, exc)
+                    raise
+                finally:
+                    otel_context.detach(token)
+                    span.end()
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            tracer = _current_tracer()
+            if tracer is None:
+                return func(*args, **kwargs)
+            span = tracer.start_span(span_name, attributes=attributes)
+            token = otel_context.attach(trace.set_span_in_context(span))
+            try:
+                return func(*args, **kwargs)
+            except BaseException as exc:
+                _record_error(span, exc)
+                raise
+            finally:
+                otel_context.detach(token)
+                span.end()
+
+        return wrapper  # type: ignore[return-value]
+
+    def _wrap_gen(self, func: Callable[..., Iterator[Any]], span_name: str) -> Callable[..., Any]:
+        attributes = self._attributes
+
+        @functools.wraps(func)
+        def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            tracer = _current_tracer()
+            if tracer is None:
+                return (yield from func(*args, **kwargs))
+            start_ns = time.time_ns()
+            span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
+            ctx = trace.set_span_in_context(span)
+            chunks = 0
+            gen: Any = None
+            try:
+                token = otel_context.attach(ctx)
+                try:
+                    gen = func(*args, **kwargs)
+                    item = next(gen)
+                finally:
+                    otel_context.detach(token)
+                while True:
+                    if chunks == 0:
+                        mark_first_token(span, start_ns)
+                    chunks += 1
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        span.set_attribute(attrs.STREAM_CLOSED_EARLY, True)
+                        gen.close()
+                        raise
+                    except BaseException as thrown:  # forwarded, as ``yield from`` does
+                        token = otel_context.attach(ctx)
+                        try:
+                            item = gen.throw(thrown)
+                        finally:
+                            otel_context.detach(token)
+                        continue
+                    token = otel_context.attach(ctx)
+                    try:
+                        item = gen.send(sent)
+                    finally:
+                        otel_context.detach(token)
+            except StopIteration as stop:
+                return stop.value
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                _record_error(span, exc)
+                raise
+            finally:
+                span.set_attribute(attrs.CHUNKS, chunks)
+                span.end()
+
+        return gen_wrapper
+
+    def _wrap_async_gen(
+        self, func: Callable[..., AsyncIterator[Any]], span_name: str
+    ) -> Callable[..., Any]:
+        attributes = self._attributes
+
+        @functools.wraps(func)
+        async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            tracer = _current_tracer()
+            if tracer is None:
+                async for item in func(*args, **kwargs):
+                    yield item
+                return
+            start_ns = time.time_ns()
+            span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
+            ctx = trace.set_span_in_context(span)
+            chunks = 0
+            agen: Any = None
+            try:
+                token = otel_context.attach(ctx)
+                try:
+                    agen = func(*args, **kwargs)
+                    item = await agen.__anext__()
+                finally:
+                    otel_context.detach(token)
+                while True:
+                    if chunks == 0:
+                        mark_first_token(span, start_ns)
+                    chunks += 1
+                    try:
+                        sent = yield item
+                    except GeneratorExit:
+                        span.set_attribute(attrs.STREAM_CLOSED_EARLY, True)
+                        await agen.aclose()
+                        raise
+                    except BaseException as thrown:
+                        token = otel_context.attach(ctx)
+                        try:
+                            item = await agen.athrow(thrown)
+                        finally:
+                            otel_context.detach(token)
+                        continue
+                    token = otel_context.attach(ctx)
+                    try:
+                        item = await agen.asend(sent)
+                    finally:
+                        otel_context.detach(token)
+            except StopAsyncIteration:
+                return
+            except GeneratorExit:
+                raise
+            except BaseException as exc:
+                _record_error(span, exc)
+                raise
+            finally:
+                span.set_attribute(attrs.CHUNKS, chunks)
+                span.end()
+
+        return agen_wrapper
+
+    # -- context manager --------------------------------------------------------------
+    def __enter__(self) -> Span:
+        tracer = _current_tracer()
+        if tracer is None:
+            span: Span = trace.INVALID_SPAN
+            self._stack.append((span, None))
+            return span
+        span = tracer.start_span(self._span_name or self._name, attributes=self._attributes)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        self._stack.append((span, token))
+        return span
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        span, token = self._stack.pop()
+        if token is None:
+            return
+        if exc is not None:
+            _record_error(span, exc)
+        otel_context.detach(token)  # type: ignore[arg-type]
+        span.end()
+
+    async def __aenter__(self) -> Span:
+        return self.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)

@@ -1,0 +1,153 @@
+"""Per-trace breakdown: critical-path time per group, network hops, TTFT and tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracer import attributes as attrs
+from tracer.analysis.critical_path import own_times, ttft_view
+from tracer.analysis.prepare import PreparedTrace
+
+__all__ = ["GROUP_BY", "TraceBreakdown", "break_down", "group_key"]
+
+GROUP_BY = ("stage", "service", "operation")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceBreakdown:
+    """Where one trace's end-to-end time went. Durations in nanoseconds.
+
+    ``groups`` sums exactly to ``e2e_ns``; ``ttft_groups`` (when the trace has a
+    first-token point) sums exactly to ``ttft_ns``. ``model_ttft_ns`` is the model
+    server's own time to first token (the innermost inference span with a mark).
+    """
+
+    trace_id: str
+    root_service: str
+    root_name: str
+    start_ns: int
+    e2e_ns: int
+    groups: dict[str, int]
+    hops: dict[tuple[str, str], int]
+    ttft_ns: int | None
+    ttft_groups: dict[str, int] | None
+    model_ttft_ns: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    model: str | None
+    span_count: int
+
+
+def group_key(trace: PreparedTrace, i: int, group_by: str) -> str:
+    """The group of span ``i``: its stage, service or ``service: operation``.
+
+    Derived network time stays ``network`` in every grouping.
+    """
+    stage = trace.stage[i]
+    if group_by == "stage" or stage == attrs.DERIVED_NETWORK:
+        return stage
+    span = trace.spans[i]
+    if group_by == "service":
+        return span.service
+    return f"{span.service}: {span.name}"
+
+
+def _sum_groups(trace: PreparedTrace, own: dict[int, int], group_by: str) -> dict[str, int]:
+    groups: dict[str, int] = {}
+    for i, t in own.items():
+        key = group_key(trace, i, group_by)
+        groups[key] = groups.get(key, 0) + t
+    return groups
+
+
+def client_first_token(trace: PreparedTrace) -> int | None:
+    """The client-perceived first-token point: the root's mark, else the earliest mark
+    on a span of the root's service."""
+    root = trace.spans[trace.root]
+    if root.first_token_ns is not None:
+        return root.first_token_ns
+    marks = [
+        s.first_token_ns
+        for s in trace.spans
+        if s.first_token_ns is not None and s.service == root.service
+    ]
+    return min(marks) if marks else None
+
+
+def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
+    # Usage is counted on the innermost spans that carry it, so that an app span and the
+    # model server span recording the same call are not counted twice.
+    n = len(trace.spans)
+    carries = [
+        attrs.GEN_AI_INPUT_TOKENS in s.attributes or attrs.GEN_AI_OUTPUT_TOKENS in s.attributes
+        for s in trace.spans
+    ]
+    if not any(carries):
+        return None, None, None
+    below = [False] * n
+    for i in reversed(trace.order):
+        p = trace.parent[i]
+        if p >= 0 and (carries[i] or below[i]):
+            below[p] = True
+    tin = tout = 0
+    model = None
+    for i in trace.order:
+        if carries[i] and not below[i]:
+            a = trace.spans[i].attributes
+            tin += _as_int(a.get(attrs.GEN_AI_INPUT_TOKENS))
+            tout += _as_int(a.get(attrs.GEN_AI_OUTPUT_TOKENS))
+            model = model or a.get(attrs.GEN_AI_REQUEST_MODEL) or a.get(attrs.GEN_AI_RESPONSE_MODEL)
+    return tin, tout, str(model) if model else None
+
+
+def _as_int(value: object) -> int:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return 0
+
+
+def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
+    """Attribute ``trace`` along its critical path, grouped by ``group_by``."""
+    own = own_times(trace.root, trace.children, trace.start, trace.end)
+    groups = _sum_groups(trace, own, group_by)
+    hops: dict[tuple[str, str], int] = {}
+    for i, t in own.items():
+        hop = trace.hop[i]
+        if hop is not None:
+            hops[hop] = hops.get(hop, 0) + t
+    root_start = trace.start[trace.root]
+    ttft_ns = ttft_groups = model_ttft = None
+    point = client_first_token(trace)
+    if point is not None and root_start < point:
+        point = min(point, trace.end[trace.root])
+        ends, included = ttft_view(trace, point)
+        t_own = own_times(trace.root, trace.children, trace.start, ends, included)
+        ttft_groups = _sum_groups(trace, t_own, group_by)
+        ttft_ns = point - root_start
+    inner = None
+    for i in trace.order:
+        s = trace.spans[i]
+        if s.first_token_ns is not None and trace.stage[i] == "inference":
+            inner = i  # the last in top-down order: the innermost
+    if inner is not None:
+        s = trace.spans[inner]
+        model_ttft = max(s.first_token_ns - s.start_ns, 0)  # type: ignore[operator]
+    tin, tout, model = _tokens(trace)
+    root = trace.spans[trace.root]
+    return TraceBreakdown(
+        trace_id=trace.trace_id,
+        root_service=root.service,
+        root_name=root.name,
+        start_ns=root_start,
+        e2e_ns=trace.e2e_ns,
+        groups=groups,
+        hops=hops,
+        ttft_ns=ttft_ns,
+        ttft_groups=ttft_groups,
+        model_ttft_ns=model_ttft,
+        input_tokens=tin,
+        output_tokens=tout,
+        model=model,
+        span_count=len(trace.spans),
+    )

@@ -1,0 +1,94 @@
+"""Critical-path attribution of one trace (SPEC.md section 4) and its TTFT view.
+
+:func:`own_times` walks back from the root's end into the last-finishing child,
+repeatedly, as Jaeger UI and Uber's CRISP do; every instant of the root's interval
+goes to exactly one span, so the stage times of a trace sum to its end-to-end time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tracer.analysis.prepare import PreparedTrace
+
+__all__ = ["own_times", "ttft_view"]
+
+
+def own_times(
+    root: int,
+    children: Sequence[Sequence[int]],
+    start: Sequence[int],
+    end: Sequence[int],
+    included: Sequence[bool] | None = None,
+) -> dict[int, int]:
+    """Critical-path own time (ns) of each span that gets any, over [start[root], end[root]].
+
+    Args:
+        root: index of the root span.
+        children: children of each span.
+        start, end: span times (ns).
+        included: when given, spans marked False are left out.
+    """
+    own: dict[int, int] = {}
+    stack = [(root, start[root], end[root])]
+    while stack:
+        s, lo, hi = stack.pop()
+        if hi < lo:
+            hi = lo
+        kids = []
+        for c in children[s]:
+            if included is not None and not included[c]:
+                continue
+            cs = start[c] if start[c] > lo else lo
+            ce = end[c] if end[c] < hi else hi
+            if cs >= hi or ce < cs:
+                continue
+            kids.append((ce, end[c], cs, c))
+        if not kids:
+            if hi > lo:
+                own[s] = own.get(s, 0) + hi - lo
+            continue
+        # Latest (clipped) end first, ties to the latest real end; a candidate must
+        # start before the cursor.
+        kids.sort(reverse=True)
+        cursor = hi
+        mine = 0
+        for ce, _real_end, cs, c in kids:
+            if cs >= cursor:
+                continue  # parallel with a chosen sibling that started no later
+            clipped = ce if ce < cursor else cursor
+            mine += cursor - clipped
+            stack.append((c, cs, clipped))
+            cursor = cs
+        mine += cursor - lo
+        if mine:
+            own[s] = own.get(s, 0) + mine
+    return own
+
+
+def ttft_view(trace: PreparedTrace, first_token_ns: int) -> tuple[list[int], list[bool]]:
+    """End times and inclusion of the TTFT view of ``trace`` up to ``first_token_ns``.
+
+    A span with a first-token mark ends at its mark; a span without one whose
+    descendants have marks ends at the latest of those; others are clipped to the
+    point; spans that start at or after it are left out.
+    """
+    n = len(trace.spans)
+    latest_mark: list[int | None] = [s.first_token_ns for s in trace.spans]
+    for i in reversed(trace.order):  # bottom-up: carry marks to ancestors without one
+        p = trace.parent[i]
+        if p >= 0 and trace.spans[p].first_token_ns is None:
+            mark = latest_mark[i]
+            if mark is not None and (latest_mark[p] is None or mark > latest_mark[p]):  # type: ignore[operator]
+                latest_mark[p] = mark
+    ends = [0] * n
+    included = [False] * n
+    for i in range(n):
+        if trace.start[i] >= first_token_ns and i != trace.root:
+            continue
+        mark = latest_mark[i]
+        e = mark if mark is not None else trace.end[i]
+        ends[i] = min(e, first_token_ns)
+        included[i] = True
+    ends[trace.root] = first_token_ns
+    return ends, included

@@ -1,0 +1,122 @@
+"""Loaders: turn any trace source into a :class:`TraceSet` (SPEC.md section 9).
+
+A source is a span store file, an OTLP JSON or Jaeger JSON file, a folder of them,
+or a Jaeger query URL. The format of a file is told from its content.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracer._errors import ConfigError, SourceError
+from tracer.analysis.loaders.files import load_file
+from tracer.analysis.loaders.jaeger_query import load_jaeger
+from tracer.analysis.loaders.store import load_store
+from tracer.analysis.traceset import TraceSet
+
+__all__ = ["load", "parse_duration"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
+_TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".db", ".sqlite")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` (a bare number is seconds).
+
+    Raises:
+        ConfigError: not a duration.
+    """
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ConfigError(f"duration must look like 30s, 15m, 2h or 1d, got {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _is_store(path: Path) -> bool:
+    from collector.store import is_store_file
+
+    return is_store_file(path)
+
+
+def load(
+    sources: Sequence[str | Path],
+    *,
+    service: str | None = None,
+    operation: str | None = None,
+    limit: int | None = None,
+    since: str | None = None,
+) -> TraceSet:
+    """Load every source into one :class:`TraceSet`.
+
+    Args:
+        sources: files, folders, store files or Jaeger URLs; the default store when empty.
+        service: keep the traces that contain a span of this service.
+        operation: keep the traces that contain a span of this operation.
+        limit: keep the most recent N traces.
+        since: keep the traces that started within this duration (``15m``, ``2h``).
+
+    Raises:
+        SourceError: a source that does not exist or cannot be opened.
+        ConfigError: a bad ``since`` or ``limit``.
+    """
+    if limit is not None and limit <= 0:
+        raise ConfigError(f"limit must be a positive number of traces, got {limit!r}")
+    lookback_s = parse_duration(since) if since else None
+    since_ns = time.time_ns() - int(lookback_s * 1e9) if lookback_s is not None else None
+    if not sources:
+        from collector.store import default_store_path
+
+        sources = [default_store_path()]
+    traceset = TraceSet()
+    for source in sources:
+        text = str(source)
+        if text.startswith(("http://", "https://")):
+            load_jaeger(
+                text,
+                traceset,
+                service=service,
+                operation=operation,
+                lookback_s=lookback_s if lookback_s is not None else 3600.0,
+                limit=limit or 100,
+            )
+            continue
+        path = Path(text).expanduser()
+        if path.is_dir():
+            files = sorted(
+                p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in _TRACE_SUFFIXES
+            )
+            if not files:
+                raise SourceError(f"folder {text!r} holds no .json, .jsonl or .db trace files")
+            for f in files:
+                _load_path(f, traceset, since_ns)
+        elif path.exists():
+            _load_path(path, traceset, since_ns)
+        else:
+            raise SourceError(
+                f"trace source {text!r} does not exist; give a trace file, a folder, a span "
+                "store or a Jaeger URL such as http://localhost:16686"
+            )
+    traceset = traceset.keep(service, operation)
+    if since_ns is not None:
+        traceset.traces = {
+            tid: spans
+            for tid, spans in traceset.traces.items()
+            if min(s.start_ns for s in spans) >= since_ns
+        }
+    if limit is not None and len(traceset.traces) > limit:
+        newest = sorted(
+            traceset.traces.items(), key=lambda kv: min(s.start_ns for s in kv[1]), reverse=True
+        )[:limit]
+        traceset.traces = dict(newest)
+    return traceset
+
+
+def _load_path(path: Path, traceset: TraceSet, since_ns: int | None) -> None:
+    if _is_store(path):
+        load_store(path, traceset, since_ns)
+    else:
+        load_file(path, traceset)

@@ -1,0 +1,122 @@
+"""Trace files: OTLP JSON (one object, or one per line), Jaeger v1 JSON and api/v3 JSON.
+
+The format is told from the content, not the name. A file that cannot be read fully
+is not an error: what can be used is loaded, the rest is counted in the warnings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracer._errors import SourceError
+from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
+from tracer.analysis.otlp import spans_from_otlp_json
+from tracer.analysis.traceset import TraceSet
+
+__all__ = ["add_object", "load_file"]
+
+
+def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
+    """Add the spans of one parsed JSON value; False when its shape is unknown."""
+    warnings = traceset.warnings
+    if isinstance(obj, dict):
+        if "resourceSpans" in obj:
+            traceset.add(spans_from_otlp_json(obj, warnings))
+            return True
+        if "result" in obj and isinstance(obj["result"], dict):
+            traceset.add(spans_from_otlp_json(obj["result"], warnings))
+            return True
+        if "data" in obj and isinstance(obj["data"], list):
+            for trace in obj["data"]:
+                traceset.add(spans_from_jaeger_trace(trace, warnings))
+            if obj.get("errors"):
+                warnings.note(
+                    f"{origin}: the Jaeger response lists errors: {obj['errors']!r}"[:300]
+                )
+            return True
+        if "spans" in obj and ("traceID" in obj or "processes" in obj):
+            traceset.add(spans_from_jaeger_trace(obj, warnings))
+            return True
+    if isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
+        return all(add_object(x, traceset, origin) for x in obj)
+    return False
+
+
+def _decode_text(data: bytes) -> bytes:
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16").encode()
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:]
+    return data
+
+
+def load_file(path: Path, traceset: TraceSet) -> None:
+    """Load one trace file into ``traceset``.
+
+    Raises:
+        SourceError: the file cannot be opened.
+    """
+    origin = str(path)
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise SourceError(f"cannot open {origin!r}: {exc.strerror or exc}") from exc
+    with fh:
+        first = fh.readline()
+        if first.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+            _load_document(_decode_text(first + fh.read()), traceset, origin)
+            return
+        try:
+            parsed = orjson.loads(first) if first.strip() else None
+        except orjson.JSONDecodeError:
+            parsed = None
+        if parsed is None:
+            # Not one JSON value per line: the whole file is one JSON document.
+            _load_document(first + fh.read(), traceset, origin)
+            return
+        if not add_object(parsed, traceset, origin):
+            traceset.warnings.skip(f"{origin}: line 1 is JSON of an unknown shape", 0)
+        _load_lines(fh, traceset, origin)
+
+
+def _load_document(data: bytes, traceset: TraceSet, origin: str) -> None:
+    warnings = traceset.warnings
+    if not data.strip():
+        warnings.skip(f"{origin}: the file is empty", 0)
+        return
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if not _load_lines(data.splitlines(), traceset, origin, quiet=True):
+            warnings.skip(f"{origin}: not valid JSON ({exc}); is it truncated?", 0)
+        return
+    if not add_object(obj, traceset, origin):
+        warnings.skip(f"{origin}: JSON of an unknown shape (neither OTLP nor Jaeger)", 0)
+
+
+def _load_lines(lines: Any, traceset: TraceSet, origin: str, quiet: bool = False) -> bool:
+    warnings = traceset.warnings
+    bad = unknown = 0
+    good = False
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            bad += 1
+            continue
+        if add_object(obj, traceset, origin):
+            good = True
+        else:
+            unknown += 1
+    if quiet and not good:
+        return False
+    if bad:
+        warnings.skip(f"{origin}: {bad} lines are not JSON (truncated or not a trace file)", 0)
+    if unknown:
+        warnings.skip(f"{origin}: {unknown} lines are JSON of an unknown shape", 0)
+    return good

@@ -1,0 +1,92 @@
+"""The analyzer's span and trace model, shared by every loader and by the store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "KIND_CLIENT",
+    "KIND_CONSUMER",
+    "KIND_INTERNAL",
+    "KIND_PRODUCER",
+    "KIND_SERVER",
+    "LoadWarnings",
+    "Span",
+    "kind_from_name",
+]
+
+KIND_UNSPECIFIED, KIND_INTERNAL, KIND_SERVER, KIND_CLIENT, KIND_PRODUCER, KIND_CONSUMER = range(6)
+_KIND_NAMES = {
+    "internal": KIND_INTERNAL,
+    "server": KIND_SERVER,
+    "client": KIND_CLIENT,
+    "producer": KIND_PRODUCER,
+    "consumer": KIND_CONSUMER,
+    "span_kind_internal": KIND_INTERNAL,
+    "span_kind_server": KIND_SERVER,
+    "span_kind_client": KIND_CLIENT,
+    "span_kind_producer": KIND_PRODUCER,
+    "span_kind_consumer": KIND_CONSUMER,
+}
+
+
+def kind_from_name(value: Any) -> int:
+    """OTLP span kind (0..5) from an int, ``"client"`` or ``"SPAN_KIND_CLIENT"``."""
+    if isinstance(value, int) and 0 <= value <= 5:
+        return value
+    if isinstance(value, str):
+        if value.isdigit():
+            return kind_from_name(int(value))
+        return _KIND_NAMES.get(value.lower(), KIND_UNSPECIFIED)
+    return KIND_UNSPECIFIED
+
+
+@dataclass(slots=True)
+class Span:
+    """One span as the analyzer sees it. Times are Unix nanoseconds.
+
+    ``stage`` is the span's own ``hoptrace.stage`` attribute (None when absent);
+    ``first_token_ns`` is the first-token mark, from the ``hoptrace.first_token``
+    event or ``gen_ai.response.time_to_first_chunk``.
+    """
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    service: str
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    stage: str | None = None
+    status: int = 0
+    first_token_ns: int | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def duration_ns(self) -> int:
+        """End minus start."""
+        return self.end_ns - self.start_ns
+
+
+@dataclass
+class LoadWarnings:
+    """What a loader could not use, and why (mutable while loading)."""
+
+    skipped_spans: int = 0
+    skipped_traces: int = 0
+    duplicates: int = 0
+    messages: list[str] = field(default_factory=list)
+    _seen: set[str] = field(default_factory=set, repr=False)
+
+    def skip(self, reason: str, spans: int = 1) -> None:
+        """Count skipped spans and keep the first message of each reason."""
+        self.skipped_spans += spans
+        self.note(reason)
+
+    def note(self, message: str) -> None:
+        """Keep a message once."""
+        if message not in self._seen and len(self._seen) < 200:
+            self._seen.add(message)
+            self.messages.append(message)

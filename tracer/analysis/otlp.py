@@ -1,0 +1,224 @@
+"""OTLP -> :class:`Span`: from OTLP JSON (dicts) and from OTLP protobuf messages.
+
+OTLP JSON ids are hex strings (OTLP/JSON spec); ids in base64, as protobuf's generic
+JSON mapping writes them, are accepted too. Times are decimal strings (or ints) of
+nanoseconds.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from typing import Any
+
+from tracer import attributes as attrs
+from tracer.analysis.model import LoadWarnings, Span, kind_from_name
+
+__all__ = ["normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
+
+_HEX = set("0123456789abcdefABCDEF")
+
+
+def normalize_id(value: Any, width: int) -> str | None:
+    """Lower-case hex id padded to ``width`` hex digits; None for empty or all-zero ids.
+
+    Accepts hex (padded or not) and base64 of the raw bytes.
+    """
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        text = bytes(value).hex()
+    elif isinstance(value, int):
+        text = format(value, "x")
+    else:
+        text = str(value).strip()
+        if not text:
+            return None
+        if not all(c in _HEX for c in text):
+            try:
+                text = base64.b64decode(text, validate=True).hex()
+            except (binascii.Error, ValueError):
+                return None
+    text = text.lower().rjust(width, "0")
+    if not text.strip("0"):
+        return None
+    return text
+
+
+def _any_value(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    for key, raw in value.items():
+        if key == "stringValue":
+            return raw
+        if key == "intValue":
+            try:
+                return int(raw)
+            except (TypeError, ValueError):
+                return raw
+        if key == "doubleValue":
+            try:
+                return float(raw)
+            except (TypeError, ValueError):
+                return raw
+        if key == "boolValue":
+            return bool(raw)
+        if key == "arrayValue":
+            return [_any_value(v) for v in (raw or {}).get("values", [])]
+        if key == "kvlistValue":
+            return {
+                kv.get("key"): _any_value(kv.get("value")) for kv in (raw or {}).get("values", [])
+            }
+        if key == "bytesValue":
+            return raw
+    return None
+
+
+def _attr_dict(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(items, list):
+        for kv in items:
+            if isinstance(kv, dict) and "key" in kv:
+                out[kv["key"]] = _any_value(kv.get("value"))
+    return out
+
+
+def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
+    """The first-token mark from events [(name, time_ns)] or the GenAI attribute."""
+    for name, time_ns in events:
+        if name == attrs.FIRST_TOKEN_EVENT and time_ns:
+            return int(time_ns)
+    ttfc = attributes.get(attrs.GEN_AI_TIME_TO_FIRST_CHUNK)
+    if isinstance(ttfc, (int, float)) and not isinstance(ttfc, bool) and ttfc >= 0:
+        return start_ns + int(round(ttfc * 1e9))
+    return None
+
+
+def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
+    """Spans of one OTLP JSON ``{"resourceSpans": [...]}`` object.
+
+    Spans that cannot be used (no ids, bad times) are counted in ``warnings``.
+    """
+    if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
+        warnings.skip("an object without a resourceSpans list was skipped", 0)
+        return
+    for rs in obj["resourceSpans"]:
+        if not isinstance(rs, dict):
+            warnings.skip("a resourceSpans entry that is not an object was skipped", 0)
+            continue
+        resource = _attr_dict((rs.get("resource") or {}).get("attributes"))
+        service = str(resource.get("service.name") or "unknown_service")
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+        for ss in scopes if isinstance(scopes, list) else []:
+            spans = ss.get("spans") if isinstance(ss, dict) else None
+            for raw in spans if isinstance(spans, list) else []:
+                span = _span_from_json(raw, service, warnings)
+                if span is not None:
+                    yield span
+
+
+def _span_from_json(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
+    if not isinstance(raw, dict):
+        warnings.skip("a span that is not an object was skipped")
+        return None
+    trace_id = normalize_id(raw.get("traceId"), 32)
+    span_id = normalize_id(raw.get("spanId"), 16)
+    if trace_id is None or span_id is None:
+        warnings.skip("spans without a trace id or span id were skipped")
+        return None
+    try:
+        start_ns = int(raw.get("startTimeUnixNano") or 0)
+        end_ns = int(raw.get("endTimeUnixNano") or 0)
+    except (TypeError, ValueError):
+        warnings.skip("spans with unreadable start or end times were skipped")
+        return None
+    if start_ns <= 0 or end_ns <= 0:
+        warnings.skip("spans without start or end times were skipped")
+        return None
+    if end_ns < start_ns:
+        warnings.skip("spans that end before they start were skipped")
+        return None
+    attributes = _attr_dict(raw.get("attributes"))
+    events = raw.get("events")
+    event_list = (
+        [(e.get("name"), int(e.get("timeUnixNano") or 0)) for e in events if isinstance(e, dict)]
+        if isinstance(events, list)
+        else []
+    )
+    status = raw.get("status")
+    code = status.get("code", 0) if isinstance(status, dict) else 0
+    stage = attributes.get(attrs.STAGE)
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_id=normalize_id(raw.get("parentSpanId"), 16),
+        service=service,
+        name=str(raw.get("name") or ""),
+        kind=kind_from_name(raw.get("kind", 0)),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        stage=str(stage) if stage is not None else None,
+        status=_status_code(code),
+        first_token_ns=first_token_ns(start_ns, event_list, attributes),
+        attributes=attributes,
+    )
+
+
+def _status_code(code: Any) -> int:
+    if isinstance(code, int):
+        return code
+    if isinstance(code, str):
+        return {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code.upper(), 0)
+    return 0
+
+
+def _proto_value(value: Any) -> Any:
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "array_value":
+        return [_proto_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return {kv.key: _proto_value(kv.value) for kv in value.kvlist_value.values}
+    if which == "bytes_value":
+        return value.bytes_value.hex()
+    return getattr(value, which)
+
+
+def spans_from_otlp_proto(request: Any, warnings: LoadWarnings) -> Iterator[Span]:
+    """Spans of an ``ExportTraceServiceRequest`` (or ``TracesData``) message."""
+    for rs in request.resource_spans:
+        service = "unknown_service"
+        for kv in rs.resource.attributes:
+            if kv.key == "service.name":
+                service = str(_proto_value(kv.value))
+        for ss in rs.scope_spans:
+            for raw in ss.spans:
+                trace_id = raw.trace_id.hex() if len(raw.trace_id) == 16 else None
+                span_id = raw.span_id.hex() if len(raw.span_id) == 8 else None
+                if not trace_id or not span_id or not trace_id.strip("0"):
+                    warnings.skip("spans without a trace id or span id were skipped")
+                    continue
+                start_ns, end_ns = raw.start_time_unix_nano, raw.end_time_unix_nano
+                if start_ns <= 0 or end_ns < start_ns:
+                    warnings.skip("spans with missing or reversed times were skipped")
+                    continue
+                attributes = {kv.key: _proto_value(kv.value) for kv in raw.attributes}
+                stage = attributes.get(attrs.STAGE)
+                yield Span(
+                    trace_id=trace_id,
+                    span_id=span_id,
+                    parent_id=raw.parent_span_id.hex() if len(raw.parent_span_id) else None,
+                    service=service,
+                    name=raw.name,
+                    kind=int(raw.kind),
+                    start_ns=start_ns,
+                    end_ns=end_ns,
+                    stage=str(stage) if stage is not None else None,
+                    status=int(raw.status.code),
+                    first_token_ns=first_token_ns(
+                        start_ns, [(e.name, e.time_unix_nano) for e in raw.events], attributes
+                    ),
+                    attributes=attributes,
+                )

@@ -1,0 +1,198 @@
+"""One trace, made ready for attribution (SPEC.md sections 3 and 4).
+
+:func:`prepare` de-duplicates spans, finds the root, re-parents orphans, drops spans
+caught in parent cycles, widens CLIENT spans that a remote child streams past,
+corrects clock skew, and resolves each span's stage and network hop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tracer.analysis.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span
+from tracer.attributes import DERIVED_NETWORK, DERIVED_OTHER
+
+__all__ = ["PreparedTrace", "TraceIssues", "prepare"]
+
+StageMap = Callable[[str, str], "str | None"]
+
+
+@dataclass
+class TraceIssues:
+    """What :func:`prepare` adjusted or dropped in one trace."""
+
+    orphans: int = 0
+    skew_adjusted: int = 0
+    skipped_spans: int = 0
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PreparedTrace:
+    """Parallel arrays over the usable spans of one trace; index 0..n-1, ``root`` first.
+
+    ``start``/``end`` are skew-corrected nanoseconds; ``children`` lists each span's
+    children (orphans are children of the root); ``stage`` is the resolved stage;
+    ``hop`` is ``(from service, to service)`` for network spans, else None.
+    """
+
+    trace_id: str
+    spans: list[Span]
+    root: int
+    parent: list[int]
+    children: list[list[int]]
+    start: list[int]
+    end: list[int]
+    stage: list[str]
+    hop: list[tuple[str, str] | None]
+    order: list[int]
+
+    @property
+    def e2e_ns(self) -> int:
+        """End-to-end time: the root's (widened) end minus its start."""
+        return self.end[self.root] - self.start[self.root]
+
+
+def prepare(
+    trace_id: str,
+    raw_spans: Sequence[Span],
+    issues: TraceIssues,
+    stage_map: StageMap | None = None,
+) -> PreparedTrace | None:
+    """Build a :class:`PreparedTrace`, or None when the trace has no root.
+
+    Adjustments and drops are counted in ``issues``.
+    """
+    spans: list[Span] = []
+    index: dict[str, int] = {}
+    for s in raw_spans:
+        if s.span_id not in index:
+            index[s.span_id] = len(spans)
+            spans.append(s)
+    n = len(spans)
+    if n == 0:
+        return None
+    parent = [-1] * n
+    for i, s in enumerate(spans):
+        pid = s.parent_id
+        if pid is not None and pid != s.span_id:
+            parent[i] = index.get(pid, -1)
+    parentless = [i for i in range(n) if parent[i] == -1]
+    if not parentless:
+        issues.messages.append("traces whose spans all sit in parent cycles were skipped")
+        issues.skipped_spans += n
+        return None
+    root = parentless[0]
+    if len(parentless) > 1:
+        root = max(
+            parentless, key=lambda i: (spans[i].end_ns - spans[i].start_ns, -spans[i].start_ns)
+        )
+        for i in parentless:
+            if i != root:
+                parent[i] = root
+                issues.orphans += 1
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(n):
+        if parent[i] >= 0:
+            children[parent[i]].append(i)
+    # Breadth-first from the root: the top-down order; what it misses sits in a cycle.
+    order = [root]
+    for i in order:
+        order.extend(children[i])
+    if len(order) < n:
+        dropped = n - len(order)
+        issues.skipped_spans += dropped
+        issues.messages.append("spans caught in parent cycles were skipped")
+        keep = set(order)
+        for i in order:
+            children[i] = [c for c in children[i] if c in keep]
+    start = [s.start_ns for s in spans]
+    end = [s.end_ns for s in spans]
+    _fix_clocks(spans, order, children, start, end, issues)
+    stage, hop = _resolve_stages(spans, order, parent, children, root, stage_map)
+    return PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
+
+
+def _fix_clocks(
+    spans: list[Span],
+    order: list[int],
+    children: list[list[int]],
+    start: list[int],
+    end: list[int],
+    issues: TraceIssues,
+) -> None:
+    for p in order:
+        kids = children[p]
+        if not kids:
+            continue
+        service = spans[p].service
+        remote = [c for c in kids if spans[c].service != service]
+        if not remote:
+            continue
+        if spans[p].kind == KIND_CLIENT:
+            # A CLIENT span that ended at the response headers while the server streamed on.
+            for c in remote:
+                if start[p] <= start[c] <= end[p] < end[c]:
+                    end[p] = end[c]
+        for c in remote:
+            if start[c] >= start[p] and end[c] <= end[p]:
+                continue
+            if spans[p].kind == KIND_PRODUCER or spans[c].kind == KIND_CONSUMER:
+                continue  # messaging: the consumer need not run inside the producer
+            duration, room = end[c] - start[c], end[p] - start[p]
+            if duration <= room:
+                delta = start[p] + (room - duration) // 2 - start[c]
+            else:
+                delta = start[p] - start[c]
+            if delta == 0:
+                continue
+            stack = [c]
+            c_service = spans[c].service
+            while stack:
+                i = stack.pop()
+                start[i] += delta
+                end[i] += delta
+                issues.skew_adjusted += 1
+                stack.extend(k for k in children[i] if spans[k].service == c_service)
+
+
+def _resolve_stages(
+    spans: list[Span],
+    order: list[int],
+    parent: list[int],
+    children: list[list[int]],
+    root: int,
+    stage_map: StageMap | None,
+) -> tuple[list[str], list[tuple[str, str] | None]]:
+    n = len(spans)
+    stage = [DERIVED_OTHER] * n
+    hop: list[tuple[str, str] | None] = [None] * n
+    carried: list[str | None] = [None] * n
+    for i in order:
+        s = spans[i]
+        own = s.stage
+        if own is None and stage_map is not None:
+            own = stage_map(s.service, s.name)
+        inherited = carried[parent[i]] if i != root else None
+        if own is not None:
+            stage[i] = own
+            carried[i] = own
+            continue
+        carried[i] = inherited
+        if s.kind == KIND_CLIENT:
+            best = -1
+            for c in children[i]:
+                if spans[c].service != s.service and (
+                    best < 0
+                    or spans[c].end_ns - spans[c].start_ns
+                    > spans[best].end_ns - spans[best].start_ns
+                ):
+                    best = c
+            if best >= 0:
+                stage[i] = DERIVED_NETWORK
+                hop[i] = (s.service, spans[best].service)
+                continue
+        if inherited is not None:
+            stage[i] = inherited
+    return stage, hop

@@ -1,0 +1,58 @@
+"""Render :class:`Section` lists as rich tables (people) or Markdown (documents)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from tracer.analysis.render.sections import Section
+
+__all__ = ["to_markdown", "to_table"]
+
+
+def to_table(sections: list[Section], width: int | None = None, color: bool | None = None) -> str:
+    """Text with box-drawn tables, as printed on a terminal."""
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width or 110,
+        force_terminal=bool(color),
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    for section in sections:
+        if section.headers:
+            table = Table(title=section.title, title_justify="left", show_lines=False)
+            for n, header in enumerate(section.headers):
+                table.add_column(header, justify="left" if n == 0 else "right")
+            for row in section.rows:
+                table.add_row(*row)
+            console.print(table)
+        else:
+            console.print(f"[bold]{section.title}[/bold]")
+        for note in section.notes:
+            console.print(f"  {note}", markup=False)
+        console.print()
+    return buffer.getvalue()
+
+
+def to_markdown(sections: list[Section]) -> str:
+    """GitHub-flavoured Markdown."""
+    lines: list[str] = []
+    for section in sections:
+        lines.append(f"### {section.title}")
+        lines.append("")
+        if section.headers:
+            lines.append("| " + " | ".join(section.headers) + " |")
+            lines.append("|" + "|".join(["---"] + ["---:"] * (len(section.headers) - 1)) + "|")
+            for row in section.rows:
+                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+            lines.append("")
+        for note in section.notes:
+            lines.append(f"- {note}")
+        if section.notes:
+            lines.append("")
+    return "\n".join(lines)

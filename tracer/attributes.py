@@ -1,0 +1,60 @@
+"""Span attribute and event names hoptrace writes and reads (SPEC.md sections 3 and 4).
+
+Every key is a constant here; no module spells one inline.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CANONICAL_STAGES",
+    "CHUNKS",
+    "DERIVED_NETWORK",
+    "DERIVED_OTHER",
+    "FALLBACK_TIER",
+    "FIRST_TOKEN_EVENT",
+    "GEN_AI_INPUT_TOKENS",
+    "GEN_AI_MAX_TOKENS",
+    "GEN_AI_OPERATION_NAME",
+    "GEN_AI_OUTPUT_TOKENS",
+    "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REQUEST_MODEL",
+    "GEN_AI_REQUEST_STREAM",
+    "GEN_AI_REQUEST_TEMPERATURE",
+    "GEN_AI_RESPONSE_FINISH_REASONS",
+    "GEN_AI_RESPONSE_MODEL",
+    "GEN_AI_TIME_TO_FIRST_CHUNK",
+    "STAGE",
+    "STREAM_CLOSED_EARLY",
+]
+
+#: The stage a span belongs to (string).
+STAGE = "hoptrace.stage"
+#: Event added when the first token or chunk passes through a streaming span.
+FIRST_TOKEN_EVENT = "hoptrace.first_token"
+#: Number of chunks a streaming span passed on (int).
+CHUNKS = "hoptrace.chunks"
+#: True when the consumer closed a stream before it was exhausted.
+STREAM_CLOSED_EARLY = "hoptrace.stream.closed_early"
+#: Which fallback tier served a request (``primary``, ``fallback_model``, ``cached``, ``rule``).
+FALLBACK_TIER = "hoptrace.fallback_tier"
+
+# GenAI semantic conventions (experimental).
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_MAX_TOKENS = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE = "gen_ai.request.temperature"
+GEN_AI_REQUEST_STREAM = "gen_ai.request.stream"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+#: Seconds from the span's start to its first chunk.
+GEN_AI_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+
+#: Canonical stage names in request order.
+CANONICAL_STAGES = ("client", "gateway", "auth", "context", "inference", "postprocess", "return")
+#: Derived stage for time in a CLIENT span not covered by its remote child.
+DERIVED_NETWORK = "network"
+#: Derived stage for spans that carry no stage and inherit none.
+DERIVED_OTHER = "other"
