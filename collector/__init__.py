@@ -12,8 +12,8 @@ from collector.server import BackgroundCollector, free_port, serve
 from collector.store import SpanStore, default_store_path
 
 __all__ = [
-    "DEFAULT_MAX_BODY_BYTES",
     "BackgroundCollector",
+    "DEFAULT_MAX_BODY_BYTES",
     "OtlpReceiver",
     "SpanStore",
     "default_store_path",

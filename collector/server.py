@@ -86,7 +86,6 @@ class BackgroundCollector:
         self.store = SpanStore(store_path, create=True)
         self.app = OtlpReceiver(self.store, max_body_bytes=max_body_bytes, token=token)
         self._server = uvicorn.Server(_config(self.app, host, self.port))
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve()), name="hoptrace-collector", daemon=True
         )

@@ -110,7 +110,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
 
     # -- decorator -------------------------------------------------------------------
     def __call__(self, func: F) -> F:
-        span_name = self._span_name or getattr(func, "__qualname__", self._name)
+        span_name = str(self._span_name or getattr(func, "__qualname__", None) or self._name)
         attributes = self._attributes
 
         if inspect.isasyncgenfunction(func):

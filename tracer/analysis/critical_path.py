@@ -8,19 +8,22 @@ goes to exactly one span, so the stage times of a trace sum to its end-to-end ti
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from tracer.analysis.prepare import PreparedTrace
 
 __all__ = ["own_times", "ttft_view"]
 
+N = TypeVar("N", int, float)
+
 
 def own_times(
     root: int,
     children: Sequence[Sequence[int]],
-    start: Sequence[int],
-    end: Sequence[int],
+    start: Sequence[N],
+    end: Sequence[N],
     included: Sequence[bool] | None = None,
-) -> dict[int, int]:
+) -> dict[int, N]:
     """Critical-path own time (ns) of each span that gets any, over [start[root], end[root]].
 
     Args:
@@ -29,7 +32,7 @@ def own_times(
         start, end: span times (ns).
         included: when given, spans marked False are left out.
     """
-    own: dict[int, int] = {}
+    own: dict[int, N] = {}
     stack = [(root, start[root], end[root])]
     while stack:
         s, lo, hi = stack.pop()
@@ -52,7 +55,7 @@ def own_times(
         # start before the cursor.
         kids.sort(reverse=True)
         cursor = hi
-        mine = 0
+        mine = hi - hi  # zero of the time type
         for ce, _real_end, cs, c in kids:
             if cs >= cursor:
                 continue  # parallel with a chosen sibling that started no later

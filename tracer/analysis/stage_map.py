@@ -67,7 +67,8 @@ def load_stage_map(path: str | Path) -> StageMapRules:
         unknown = set(rule) - {"service", "operation", "stage"}
         if unknown:
             raise ConfigError(
-                f"stage map rule {n} has unknown keys {sorted(unknown)}; use service, operation, stage"
+                f"stage map rule {n} has unknown keys {sorted(unknown)}; "
+                "use service, operation and stage"
             )
         rules.append(
             (str(rule.get("service", "*")), str(rule.get("operation", "*")), rule["stage"])

@@ -42,18 +42,23 @@ class WhatIf:
 
 
 def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float], list[float]]:
-    """New (start, end) of every span of ``trace`` when ``stage`` is ``speedup`` x faster."""
+    """New (start, end) of every span when ``stage`` is ``speedup`` x faster.
+
+    Times are nanoseconds relative to the root's start (floats: small numbers keep
+    their precision).
+    """
     n = len(trace.spans)
     factor = [1.0 / speedup if trace.stage[i] == stage else 1.0 for i in range(n)]
     lo = [0] * n
     hi = [0] * n
     root = trace.root
-    lo[root], hi[root] = trace.start[root], trace.end[root]
+    base = trace.start[root]
+    lo[root], hi[root] = 0, trace.end[root] - base
     for p in trace.order:  # clip children to their parent's (clipped) interval
         for c in trace.children[p]:
-            cs = min(max(trace.start[c], lo[p]), hi[p])
+            cs = min(max(trace.start[c] - base, lo[p]), hi[p])
             lo[c] = cs
-            hi[c] = max(min(trace.end[c], hi[p]), cs)
+            hi[c] = max(min(trace.end[c] - base, hi[p]), cs)
     new_start = [0.0] * n
     new_end = [0.0] * n
 
@@ -111,9 +116,9 @@ def what_if(
             for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
                 key = group_key(trace, i, "stage")
                 before_groups[key] = before_groups.get(key, 0.0) + t
-            for i, t in own_times(trace.root, trace.children, new_start, new_end).items():
+            for i, u in own_times(trace.root, trace.children, new_start, new_end).items():
                 key = group_key(trace, i, "stage")
-                after_groups[key] = after_groups.get(key, 0.0) + t
+                after_groups[key] = after_groups.get(key, 0.0) + u
     finally:
         sys.setrecursionlimit(limit)
     if not before:

@@ -33,7 +33,8 @@ def spans_from_jaeger_trace(trace: Any, warnings: LoadWarnings) -> Iterator[Span
         warnings.skip("a Jaeger trace without a spans list was skipped", 0)
         warnings.skipped_traces += 1
         return
-    processes = trace.get("processes") if isinstance(trace.get("processes"), dict) else {}
+    raw_processes = trace.get("processes")
+    processes: dict[str, Any] = raw_processes if isinstance(raw_processes, dict) else {}
     for raw in trace["spans"]:
         span = _span(raw, trace, processes, warnings)
         if span is not None:
@@ -75,7 +76,7 @@ def _span(
     tags = _tags(raw.get("tags"))
     process = raw.get("process")
     if not isinstance(process, dict):
-        process = processes.get(raw.get("processID"), {}) if processes else {}
+        process = processes.get(str(raw.get("processID")), {}) if processes else {}
     service = (
         str(process.get("serviceName") or "unknown_service")
         if isinstance(process, dict)

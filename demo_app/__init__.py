@@ -1,0 +1,1 @@
+"""hoptrace demo chain: client, gateway, app and model services (FastAPI)."""

@@ -1,0 +1,83 @@
+"""Bad trace files never crash the analyzer: what can be used is, the rest is counted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from tracer._errors import NoUsableDataError
+from tracer.analysis import analyze, load
+from tracer.analysis.synthetic import chain_trace, to_otlp_json
+
+T0 = 1_700_000_000_000_000_000
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tracer.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _good_line(i: int) -> bytes:
+    return orjson.dumps(to_otlp_json(chain_trace(f"{i:032x}", T0 + i)))
+
+
+def test_truncated_jsonl_keeps_whole_lines_and_counts_the_rest(tmp_path):
+    path = tmp_path / "t.jsonl"
+    good = b"\n".join(_good_line(i) for i in range(1, 4))
+    path.write_bytes(good + b"\n" + _good_line(9)[:100] + b"\nnot json at all\n")
+    result = analyze(load([path]))
+    assert result.traces == 3
+    assert any("2 lines are not JSON" in m for m in result.warnings.messages)
+
+
+def test_spans_without_ids_negative_durations_and_wrong_shapes_are_skipped(tmp_path):
+    body = to_otlp_json(chain_trace("1" * 32, T0))
+    spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    spans.append({"name": "no ids", "startTimeUnixNano": "1", "endTimeUnixNano": "2"})
+    spans.append(
+        {"traceId": "1" * 32, "spanId": "ab", "startTimeUnixNano": "10", "endTimeUnixNano": "5"}
+    )
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(orjson.dumps(body) + b"\n" + b'{"something": "else"}\n')
+    result = analyze(load([path]))
+    assert result.traces == 1
+    assert result.warnings.skipped_spans == 2
+    messages = " ".join(result.warnings.messages)
+    assert "without a trace id" in messages and "end before they start" in messages
+    assert "unknown shape" in messages
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", os.urandom(2048), b'{"data": [', b"[1, 2, 3]", b'{"resourceSpans": []}'],
+    ids=["empty", "binary", "truncated", "wrong-shape", "no-spans"],
+)
+def test_unusable_file_is_one_line_error_and_nonzero_exit(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(NoUsableDataError):
+        analyze(load([path]))
+    proc = _run("analyze", str(path))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("hoptrace: error: no trace could be analysed")
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_unreachable_jaeger_url_is_a_clear_error():
+    from collector import free_port
+
+    proc = _run("analyze", f"http://127.0.0.1:{free_port()}", "--service", "x")
+    assert proc.returncode == 2
+    assert "did not answer" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_utf16_file_with_bom_is_read(tmp_path, fixtures_dir):
+    text = (fixtures_dir / "petclinic_jaeger_v1_trace.json").read_text()
+    path = tmp_path / "utf16.json"
+    path.write_bytes(text.encode("utf-16"))
+    assert analyze(load([path])).spans == 5

@@ -1,0 +1,195 @@
+"""The stage decorator and context manager, on all six shapes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import httpx
+import pytest
+from fastapi import Depends, FastAPI
+from opentelemetry.trace import StatusCode
+
+import tracer
+from tracer import attributes as attrs
+from tracer.testing import capture_spans
+
+
+def test_stage_marks_sync_function_and_keeps_result():
+    @tracer.stage("auth", tier="gold")
+    def check(key: str) -> str:
+        return key.upper()
+
+    with capture_spans() as spans:
+        assert check("k") == "K"
+    span = spans.named(check.__qualname__)
+    assert span.attributes[attrs.STAGE] == "auth"
+    assert span.attributes["tier"] == "gold"
+
+
+def test_stage_marks_coroutine():
+    @tracer.stage("context")
+    async def build() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    with capture_spans() as spans:
+        assert asyncio.run(build()) == 7
+    assert spans.stages() == ["context"]
+
+
+def test_stage_generator_records_first_token_and_chunks():
+    @tracer.stage("inference")
+    def stream():
+        yield "a"
+        yield "b"
+        yield "c"
+
+    with capture_spans() as spans:
+        assert list(stream()) == ["a", "b", "c"]
+    span = spans.named(stream.__qualname__)
+    assert span.attributes[attrs.CHUNKS] == 3
+    events = [e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]
+    assert len(events) == 1
+    ttfc = span.attributes[attrs.GEN_AI_TIME_TO_FIRST_CHUNK]
+    assert ttfc == pytest.approx((events[0].timestamp - span.start_time) / 1e9)
+    assert span.start_time <= events[0].timestamp <= span.end_time
+
+
+def test_stage_async_generator_ends_span_when_closed_early():
+    @tracer.stage("return")
+    async def stream():
+        for i in range(10):
+            yield i
+
+    async def consume() -> list[int]:
+        out = []
+        gen = stream()
+        async for item in gen:
+            out.append(item)
+            if item == 1:
+                break
+        await gen.aclose()
+        return out
+
+    with capture_spans() as spans:
+        assert asyncio.run(consume()) == [0, 1]
+    span = spans.named(stream.__qualname__)
+    assert span.attributes[attrs.STREAM_CLOSED_EARLY] is True
+    assert span.attributes[attrs.CHUNKS] == 2
+    assert span.end_time is not None
+
+
+def test_stage_sync_context_manager_yields_span_and_records_error():
+    with capture_spans() as spans:
+        with pytest.raises(KeyError) as info:
+            with tracer.stage("postprocess") as span:
+                span.set_attribute("checked", True)
+                raise KeyError("missing field")
+    assert info.type is KeyError  # re-raised unchanged
+    span = spans.named("postprocess")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.attributes["checked"] is True
+    assert any(e.name == "exception" for e in span.events)
+
+
+def test_stage_async_context_manager_nests_under_current_span():
+    async def run() -> None:
+        with tracer.stage("gateway"):
+            async with tracer.stage("auth"):
+                await asyncio.sleep(0)
+
+    with capture_spans() as spans:
+        asyncio.run(run())
+    gateway, auth = spans.named("gateway"), spans.named("auth")
+    assert auth.parent.span_id == gateway.context.span_id
+
+
+def test_stage_reraises_user_exception_unchanged_from_coroutine():
+    class Boom(Exception):
+        pass
+
+    err = Boom("x")
+
+    @tracer.stage("inference")
+    async def fail():
+        raise err
+
+    with capture_spans() as spans:
+        with pytest.raises(Boom) as info:
+            asyncio.run(fail())
+    assert info.value is err
+    assert spans.named(fail.__qualname__).status.status_code == StatusCode.ERROR
+
+
+def test_stage_generator_forwards_thrown_exception_to_inner_generator():
+    seen = []
+
+    @tracer.stage("auth")
+    def dependency():
+        try:
+            yield "key"
+        except ValueError as exc:
+            seen.append(str(exc))
+            raise
+
+    gen = dependency()
+    assert next(gen) == "key"
+    with pytest.raises(ValueError):
+        gen.throw(ValueError("endpoint failed"))
+    assert seen == ["endpoint failed"]
+
+
+def test_stage_keeps_signature_for_fastapi_endpoint_and_dependency():
+    @tracer.stage("auth")
+    async def api_key(x_key: str = "none"):
+        yield x_key
+
+    app = FastAPI()
+
+    @app.get("/items/{item_id}")
+    @tracer.stage("context")
+    async def read(item_id: int, q: str = "", key: str = Depends(api_key)) -> dict:
+        return {"item": item_id, "q": q, "key": key}
+
+    assert list(inspect.signature(read).parameters) == ["item_id", "q", "key"]
+    assert inspect.isasyncgenfunction(api_key)
+
+    async def call() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.get("/items/3", params={"q": "z", "x_key": "abc"})
+
+    with capture_spans() as spans:
+        response = asyncio.run(call())
+    assert response.status_code == 200
+    assert response.json() == {"item": 3, "q": "z", "key": "abc"}
+    assert sorted(spans.stages()) == ["auth", "context"]
+
+
+def test_stage_rejects_empty_name():
+    with pytest.raises(ValueError, match="stage name"):
+        tracer.stage("")
+
+
+def test_genai_helpers_set_semantic_convention_attributes():
+    with capture_spans() as spans:
+        with tracer.stage("inference", **tracer.genai_request("chat", "m1", max_tokens=16)):
+            tracer.record_usage(input_tokens=12, output_tokens=16, finish_reasons=["stop"])
+    span = spans.named("inference")
+    assert span.attributes[attrs.GEN_AI_OPERATION_NAME] == "chat"
+    assert span.attributes[attrs.GEN_AI_REQUEST_MODEL] == "m1"
+    assert span.attributes[attrs.GEN_AI_MAX_TOKENS] == 16
+    assert span.attributes[attrs.GEN_AI_INPUT_TOKENS] == 12
+    assert span.attributes[attrs.GEN_AI_OUTPUT_TOKENS] == 16
+    assert tuple(span.attributes[attrs.GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
+
+
+def test_public_all_is_sorted_and_importable():
+    import collector
+    import tracer.analysis
+
+    for module in (tracer, tracer.analysis, collector):
+        assert list(module.__all__) == sorted(module.__all__)
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
