@@ -2,7 +2,11 @@
 
 The receiver writes batches with :meth:`SpanStore.write`; the analyzer, in this or
 another process, reads spans back as :class:`tracer.analysis.model.Span` while ingest
-goes on. Spans are unique per (trace id, span id): a duplicate is ignored.
+goes on. A span already written through this store object (the most recent
+``recent_keys`` of them; retries and re-sent batches land there) is not written again,
+and the analyzer keeps one span per (trace id, span id) on reading. The table has no
+unique index on purpose: random trace ids make every batch dirty hundreds of index
+pages, which cut ingest fivefold.
 """
 
 from __future__ import annotations
@@ -33,10 +37,8 @@ CREATE TABLE IF NOT EXISTS spans (
     stage TEXT,
     status INTEGER NOT NULL,
     first_token_ns INTEGER,
-    attributes BLOB NOT NULL,
-    UNIQUE (trace_id, span_id)
+    attributes BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS spans_start ON spans (start_ns);
 """
 _COLUMNS = (
     "trace_id, span_id, parent_id, service, name, kind, start_ns, end_ns, stage, status, "
@@ -76,8 +78,17 @@ class SpanStore:
         SourceError: the file is missing (and ``create`` is false) or not a store.
     """
 
-    def __init__(self, path: str | Path, *, create: bool = False, synchronous: str = "NORMAL"):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = False,
+        synchronous: str = "NORMAL",
+        recent_keys: int = 500_000,
+    ):
         self.path = Path(path)
+        self._recent: dict[tuple[str, str], None] = {}
+        self._recent_max = recent_keys
         if not create and not self.path.exists():
             raise SourceError(
                 f"no span store at {str(self.path)!r}; run 'hoptrace collect' (or "
@@ -98,6 +109,16 @@ class SpanStore:
 
     def write(self, spans: Iterable[Span]) -> int:
         """Store spans in one transaction; returns how many were new (not duplicates)."""
+        fresh = []
+        recent = self._recent
+        for s in spans:
+            key = (s.trace_id, s.span_id)
+            if key in recent:
+                continue
+            recent[key] = None
+            fresh.append(s)
+        while len(recent) > self._recent_max:
+            del recent[next(iter(recent))]
         rows = [
             (
                 s.trace_id,
@@ -113,7 +134,7 @@ class SpanStore:
                 s.first_token_ns,
                 orjson.dumps(s.attributes, default=str),
             )
-            for s in spans
+            for s in fresh
         ]
         return self.write_rows(rows)
 

@@ -17,14 +17,19 @@ from tracer.analysis.model import LoadWarnings, Span, kind_from_name
 
 __all__ = ["normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
 
-_HEX = set("0123456789abcdefABCDEF")
-
 
 def normalize_id(value: Any, width: int) -> str | None:
     """Lower-case hex id padded to ``width`` hex digits; None for empty or all-zero ids.
 
     Accepts hex (padded or not) and base64 of the raw bytes.
     """
+    if type(value) is str and len(value) == width:
+        try:  # the common case: already hex of the right width
+            bytes.fromhex(value)
+        except ValueError:
+            pass
+        else:
+            return value.lower() if value.strip("0") else None
     if value is None:
         return None
     if isinstance(value, (bytes, bytearray)):
@@ -35,13 +40,15 @@ def normalize_id(value: Any, width: int) -> str | None:
         text = str(value).strip()
         if not text:
             return None
-        if not all(c in _HEX for c in text):
+        try:
+            bytes.fromhex(text if len(text) % 2 == 0 else "0" + text)
+        except ValueError:
             try:
                 text = base64.b64decode(text, validate=True).hex()
             except (binascii.Error, ValueError):
                 return None
     text = text.lower().rjust(width, "0")
-    if not text.strip("0"):
+    if len(text) != width or not text.strip("0"):
         return None
     return text
 

@@ -1,0 +1,172 @@
+"""Start the whole demo chain: the embedded collector and the three services.
+
+    with Chain(store_path, profile="seed") as chain:
+        print(chain.base_url)     # http://127.0.0.1:PORT/v1 (the gateway)
+
+Services run as child processes on free loopback ports; they are stopped on exit,
+on an exception and on Ctrl-C, so no process is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from collector import BackgroundCollector, free_port
+from tracer._errors import HoptraceError
+
+__all__ = ["DEMO_KEY", "Chain"]
+
+DEMO_KEY = "hoptrace-demo-key"
+
+
+class Chain:
+    """The collector (in this process) and gateway, app and model (child processes)."""
+
+    def __init__(
+        self,
+        store_path: str | Path,
+        *,
+        profile: str = "seed",
+        speedup: float = 1.0,
+        api_key: str = DEMO_KEY,
+        rate_limit: float = 0.0,
+        tokens_per_minute: int = 0,
+        timeout_s: float = 30.0,
+        failure_rate: float = 0.0,
+        max_concurrency: int = 0,
+        otlp_port: int = 0,
+        upstream: str | None = None,
+        log_dir: str | Path | None = None,
+    ):
+        self.collector = BackgroundCollector(store_path, port=otlp_port)
+        self.profile = profile
+        self.api_key = api_key
+        self.ports = {name: free_port() for name in ("gateway", "app", "model")}
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._logs: list[Any] = []
+        self._log_dir = Path(log_dir) if log_dir else None
+        self._speedup = speedup
+        self._options = dict(
+            rate_limit=rate_limit,
+            tokens_per_minute=tokens_per_minute,
+            timeout_s=timeout_s,
+            failure_rate=failure_rate,
+            max_concurrency=max_concurrency,
+        )
+        self.model_url = upstream or f"http://127.0.0.1:{self.ports['model']}/v1"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL of the gateway."""
+        return f"http://127.0.0.1:{self.ports['gateway']}/v1"
+
+    def _spawn(self, service: str, *extra: str) -> None:
+        cmd = [
+            sys.executable,
+            "-m",
+            "demo_app.serve_one",
+            service,
+            "--port",
+            str(self.ports[service]),
+            "--profile",
+            self.profile,
+            "--otlp-endpoint",
+            self.collector.endpoint,
+            *extra,
+        ]
+        out: Any = subprocess.DEVNULL
+        if self._log_dir is not None:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self._log_dir / f"{service}.log", "ab")  # noqa: SIM115
+            self._logs.append(out)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+        self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
+
+    def start(self, timeout_s: float = 30.0) -> Chain:
+        """Start everything; returns when every service answers."""
+        self.collector.start()
+        try:
+            o = self._options
+            if self.model_url.startswith(f"http://127.0.0.1:{self.ports['model']}"):
+                self._spawn(
+                    "model",
+                    "--speedup",
+                    str(self._speedup),
+                    "--failure-rate",
+                    str(o["failure_rate"]),
+                )
+            self._spawn("app", "--upstream", self.model_url, "--timeout", str(o["timeout_s"]))
+            self._spawn(
+                "gateway",
+                "--upstream",
+                f"http://127.0.0.1:{self.ports['app']}",
+                "--api-key",
+                self.api_key,
+                "--rate-limit",
+                str(o["rate_limit"]),
+                "--tokens-per-minute",
+                str(o["tokens_per_minute"]),
+                "--timeout",
+                str(o["timeout_s"]),
+                "--max-concurrency",
+                str(o["max_concurrency"]),
+            )
+            deadline = time.monotonic() + timeout_s
+            for name, port in self.ports.items():
+                if name == "model" and not self.model_url.startswith(f"http://127.0.0.1:{port}"):
+                    continue
+                self._wait(name, port, deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, name: str, port: int, deadline: float) -> None:
+        while True:
+            for proc in self._procs:
+                if proc.poll() is not None:
+                    raise HoptraceError(f"the demo {name} service exited with {proc.returncode}")
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/docs", timeout=1.0)
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise HoptraceError(
+                        f"the demo {name} service did not start on port {port}"
+                    ) from None
+                time.sleep(0.05)
+
+    def configure_model(self, **settings: float) -> None:
+        """Change the simulated model (speedup, failure_rate, midstream_failure_rate)."""
+        resp = httpx.post(f"http://127.0.0.1:{self.ports['model']}/admin/config", json=settings)
+        resp.raise_for_status()
+
+    def stop(self) -> None:
+        """Stop the services, then the collector (after it committed what it got)."""
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+        for fh in self._logs:
+            fh.close()
+        self.collector.stop()
+
+    def __enter__(self) -> Chain:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

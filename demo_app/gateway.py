@@ -1,0 +1,196 @@
+"""The gateway: OpenAI-compatible ``POST /v1/chat/completions`` in front of the app.
+
+Stage ``gateway`` on the server span; stage ``auth`` for the key check (constant-time
+against stored SHA-256 hashes; 401), the per-key rate limit (token bucket with a
+burst of RPS; 429 with Retry-After) and the per-key token quota (429). Requests are
+forwarded with trace context; streams come back as SSE with heartbeats during long
+waits, and an upstream failure mid-stream becomes an SSE error event. Every upstream
+call has a timeout (504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import math
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+import tracer
+from demo_app.common import NetworkLeg, delay, log_event, sse
+from demo_app.profiles import Profile
+
+__all__ = ["GatewayConfig", "create_gateway_app"]
+
+
+@dataclass
+class GatewayConfig:
+    """Keys, limits and timeouts of the gateway."""
+
+    api_keys: list[str]
+    rate_limit_rps: float = 0.0  # 0: unlimited
+    tokens_per_minute: int = 0  # 0: unlimited
+    upstream_timeout_s: float = 30.0
+    heartbeat_s: float = 5.0
+    max_concurrency: int = 0  # 0: unlimited; else a worker pool of this size
+    key_hashes: list[bytes] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.key_hashes = [hashlib.sha256(k.encode()).digest() for k in self.api_keys]
+
+
+class _Bucket:
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.tokens = rate
+        self.stamp = time.monotonic()
+
+    def take(self) -> float:
+        """0 when allowed, else seconds until a token is free."""
+        now = time.monotonic()
+        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
+
+
+def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) -> Any:
+    """The gateway's ASGI app; ``app_url`` is the app service's base URL."""
+    api = FastAPI(title="hoptrace demo gateway")
+    client = tracer.instrument_httpx(
+        httpx.AsyncClient(timeout=httpx.Timeout(config.upstream_timeout_s))
+    )
+    buckets: dict[bytes, _Bucket] = {}
+    usage: dict[bytes, list[tuple[float, int]]] = {}
+    pool = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
+
+    @tracer.stage("auth")
+    async def authorize(authorization: str | None, max_tokens: int) -> bytes:
+        await delay(profile.auth_ms, profile)
+        presented = (authorization or "").removeprefix("Bearer ").strip()
+        digest = hashlib.sha256(presented.encode()).digest()
+        match = False
+        for stored in config.key_hashes:  # every hash compared: constant time
+            match |= hmac.compare_digest(digest, stored)
+        if not presented or not match:
+            raise HTTPException(
+                401, "missing or invalid API key", headers={"WWW-Authenticate": "Bearer"}
+            )
+        if config.rate_limit_rps > 0:
+            bucket = buckets.setdefault(digest, _Bucket(config.rate_limit_rps))
+            wait = bucket.take()
+            if wait > 0:
+                raise HTTPException(
+                    429,
+                    "rate limit exceeded",
+                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                )
+        if config.tokens_per_minute > 0:
+            now = time.monotonic()
+            window = [(t, n) for t, n in usage.get(digest, []) if now - t < 60]
+            if sum(n for _, n in window) + max_tokens > config.tokens_per_minute:
+                retry = 60 - (now - window[0][0]) if window else 60
+                raise HTTPException(
+                    429,
+                    "token quota exceeded",
+                    headers={"Retry-After": str(max(1, math.ceil(retry)))},
+                )
+            window.append((now, max_tokens))
+            usage[digest] = window
+        return digest
+
+    @api.post("/v1/chat/completions")
+    async def chat(request: Request, authorization: str | None = Header(None)) -> Any:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise HTTPException(400, "body must be JSON") from None
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            raise HTTPException(400, "body needs a messages list")
+        max_tokens = int(body.get("max_tokens") or 32)
+        if not 0 < max_tokens <= 4096:
+            raise HTTPException(400, "max_tokens must be 1..4096")
+        await authorize(authorization, max_tokens)
+        if pool is not None:
+            await pool.acquire()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if pool is not None and not released:
+                released = True
+                pool.release()
+
+        try:
+            await delay(profile.gateway_ms, profile)
+            url = app_url.rstrip("/") + "/generate"
+            if not body.get("stream"):
+                try:
+                    resp = await client.post(url, json=body)
+                except httpx.TimeoutException:
+                    log_event("upstream_timeout", status=504)
+                    raise HTTPException(504, "upstream timed out") from None
+                except httpx.HTTPError as exc:
+                    raise HTTPException(502, f"upstream unreachable: {exc}") from None
+                log_event("forwarded", status=resp.status_code)
+                return JSONResponse(resp.json(), status_code=resp.status_code)
+            upstream = client.stream("POST", url, json=body)
+            try:
+                resp = await upstream.__aenter__()
+            except httpx.TimeoutException:
+                log_event("upstream_timeout", status=504)
+                raise HTTPException(504, "upstream timed out") from None
+            except httpx.HTTPError as exc:
+                raise HTTPException(502, f"upstream unreachable: {exc}") from None
+        except BaseException:
+            release()
+            raise
+
+        async def relay() -> AsyncIterator[bytes]:
+            chunks = resp.aiter_raw()
+            pending: asyncio.Task[bytes] | None = None
+            try:
+                while True:
+                    if pending is None:
+                        pending = asyncio.ensure_future(chunks.__anext__())
+                    done, _ = await asyncio.wait({pending}, timeout=config.heartbeat_s)
+                    if not done:
+                        yield b": keep-alive\n\n"
+                        continue
+                    try:
+                        chunk = pending.result()
+                    except StopAsyncIteration:
+                        break
+                    pending = None
+                    yield chunk
+            except httpx.HTTPError as exc:
+                log_event("upstream_failed_midstream", status=502)
+                yield sse(
+                    {
+                        "error": {
+                            "message": f"upstream failed mid-stream: {type(exc).__name__}",
+                            "type": "upstream_error",
+                        }
+                    }
+                )
+            finally:
+                if pending is not None and not pending.done():
+                    pending.cancel()
+                await upstream.__aexit__(None, None, None)
+                release()
+
+        return StreamingResponse(
+            relay(), status_code=resp.status_code, media_type="text/event-stream"
+        )
+
+    tracer.instrument_fastapi(api, stage="gateway")
+    return NetworkLeg(api, profile.net_client_gateway_ms, profile)

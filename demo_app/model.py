@@ -1,0 +1,157 @@
+"""The model server: an OpenAI-compatible chat endpoint that simulates a model.
+
+Prefill takes ``prefill_ms`` and each output token ``per_token_ms``, both divided by
+the server's speedup (the "100x faster model"), with jitter; a configurable share of
+requests fails (500 before the first token, or mid-stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+import tracer
+from demo_app.common import NetworkLeg, log_event, sse
+from demo_app.profiles import Profile
+
+__all__ = ["create_model_app"]
+
+WORDS = ("the chain around the model decides what users feel , not the model alone .").split()
+
+
+class ModelState:
+    """Mutable settings of the simulated model (changed through /admin/config)."""
+
+    def __init__(self, profile: Profile, speedup: float, failure_rate: float, seed: int = 1):
+        self.profile = profile
+        self.speedup = speedup
+        self.failure_rate = failure_rate
+        self.midstream_failure_rate = 0.0
+        self.rng = random.Random(seed)
+
+    def scaled(self, ms: float) -> float:
+        spread = self.profile.jitter
+        return ms * (1 + self.rng.uniform(-spread, spread)) / self.speedup / 1000
+
+
+def create_model_app(profile: Profile, speedup: float = 1.0, failure_rate: float = 0.0) -> Any:
+    """The model server's ASGI app (instrumented, with its network leg in front)."""
+    state = ModelState(profile, speedup, failure_rate)
+    app = FastAPI(title="hoptrace demo model")
+    app.state.model = state
+
+    @app.post("/admin/config")
+    async def configure(body: dict[str, Any]) -> dict[str, Any]:
+        for key in ("speedup", "failure_rate", "midstream_failure_rate"):
+            if key in body:
+                value = float(body[key])
+                if key == "speedup" and value <= 0:
+                    raise HTTPException(400, "speedup must be positive")
+                setattr(state, key, value)
+        return {
+            "speedup": state.speedup,
+            "failure_rate": state.failure_rate,
+            "midstream_failure_rate": state.midstream_failure_rate,
+        }
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Any:
+        body = await request.json()
+        model = str(body.get("model") or "sim-1")
+        max_tokens = int(body.get("max_tokens") or 32)
+        messages = body.get("messages") or []
+        input_tokens = sum(len(str(m.get("content", "")).split()) for m in messages) + 4
+        stream = bool(body.get("stream"))
+        if state.rng.random() < state.failure_rate:
+            log_event("model_error", status=500, model=model)
+            raise HTTPException(500, "simulated model failure")
+        fail_midway = state.rng.random() < state.midstream_failure_rate
+        rid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+
+        @tracer.stage(
+            "inference",
+            span_name=f"generate {model}",
+            **tracer.genai_request(
+                "chat", model, provider="hoptrace-sim", max_tokens=max_tokens, stream=stream
+            ),
+        )
+        async def generate() -> AsyncIterator[str]:
+            await asyncio.sleep(state.scaled(state.profile.prefill_ms))
+            for i in range(max_tokens):
+                if fail_midway and i == max_tokens // 2:
+                    raise RuntimeError("simulated failure mid-stream")
+                if i:
+                    await asyncio.sleep(state.scaled(state.profile.per_token_ms))
+                yield WORDS[i % len(WORDS)] + " "
+            tracer.record_usage(
+                input_tokens=input_tokens,
+                output_tokens=max_tokens,
+                response_model=model,
+                finish_reasons=["length"],
+            )
+
+        if not stream:
+            started = time.perf_counter()
+            text = "".join([t async for t in generate()])
+            log_event(
+                "model_done",
+                model=model,
+                tokens=max_tokens,
+                latency_ms=round((time.perf_counter() - started) * 1000, 1),
+            )
+            return JSONResponse(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "length",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": input_tokens,
+                        "completion_tokens": max_tokens,
+                        "total_tokens": input_tokens + max_tokens,
+                    },
+                }
+            )
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                async for token in generate():
+                    yield sse(
+                        {
+                            "id": rid,
+                            "object": "chat.completion.chunk",
+                            "model": model,
+                            "choices": [{"index": 0, "delta": {"content": token}}],
+                        }
+                    )
+                yield sse(
+                    {
+                        "id": rid,
+                        "object": "chat.completion.chunk",
+                        "model": model,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                        "usage": {"prompt_tokens": input_tokens, "completion_tokens": max_tokens},
+                    }
+                )
+                yield sse("[DONE]")
+            except RuntimeError as exc:
+                log_event("model_error", status=500, model=model, midstream=True)
+                yield sse({"error": {"message": str(exc), "type": "server_error"}})
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    tracer.instrument_fastapi(app, stage="inference")
+    return NetworkLeg(app, profile.net_app_model_ms, profile)

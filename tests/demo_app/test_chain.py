@@ -1,0 +1,125 @@
+"""The demo chain for real: four services and the collector on loopback ports."""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import pytest
+
+import tracer
+from demo_app.chain import Chain
+from demo_app.client import run_requests
+from tracer.analysis import analyze, load
+from tracer.analysis.prepare import TraceIssues, prepare
+
+STAGES = {"client", "gateway", "auth", "context", "inference", "postprocess", "return"}
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "100")
+    store = tmp_path_factory.mktemp("demo") / "spans.db"
+    with Chain(store, profile="lan", rate_limit=0.0) as running:
+        tracer.setup(service_name="client", endpoint=running.collector.endpoint)
+        yield running
+        tracer.force_flush()
+
+
+def _complete(chain, ids, deadline_s=15.0):
+    """Poll the store, with a deadline, until every trace has all seven stages."""
+    import time
+
+    end = time.monotonic() + deadline_s
+    while True:
+        tracer.force_flush()
+        traces = load([chain.collector.store.path])
+        have = {t: s for t, s in traces.traces.items() if t in ids}
+        stages = {t: {s.stage for s in spans} for t, spans in have.items()}
+        if len(have) == len(ids) and all(v >= STAGES for v in stages.values()):
+            return traces, have
+        if time.monotonic() > end:
+            return traces, have
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_chain_traces_are_complete_across_four_services(chain, stream):
+    results = run_requests(
+        chain.base_url,
+        chain.api_key,
+        requests=6,
+        concurrency=3,
+        run=f"test-{stream}",
+        stream=stream,
+    )
+    assert [r.status for r in results] == [200] * 6
+    ids = {r.trace_id for r in results}
+    traces, have = _complete(chain, ids)
+    assert set(have) == ids
+    for tid, spans in have.items():
+        assert {s.service for s in spans} == {"client", "gateway", "app", "model"}
+        trace = prepare(tid, spans, TraceIssues())
+        assert set(trace.stage) >= STAGES
+        hops = {h for h in trace.hop if h}
+        assert hops == {("client", "gateway"), ("gateway", "app"), ("app", "model")}
+        if stream:
+            root = trace.spans[trace.root]
+            assert root.first_token_ns is not None
+            assert any(s.first_token_ns for s in spans if s.service == "model")
+    from tracer.analysis import TraceSet
+
+    result = analyze(TraceSet({t: s for t, s in traces.traces.items() if t in ids}))
+    assert {g.name for g in result.groups} >= STAGES | {"network"}
+    assert sum(g.share for g in result.groups) == pytest.approx(1.0)
+
+
+def test_no_api_key_or_prompt_text_in_any_span(chain):
+    from demo_app.client import PROMPT
+
+    results = run_requests(
+        chain.base_url, chain.api_key, requests=2, concurrency=1, run="secrets", stream=True
+    )
+    _, have = _complete(chain, {r.trace_id for r in results})
+    for spans in have.values():
+        for span in spans:
+            blob = repr(span.attributes) + span.name
+            assert chain.api_key not in blob
+            assert PROMPT[:30] not in blob
+
+
+def test_bad_key_gets_401_and_missing_messages_400(chain):
+    url = chain.base_url + "/chat/completions"
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(url, json=body, headers={"authorization": "Bearer wrong"}).status_code == 401
+    assert httpx.post(url, json=body).status_code == 401
+    bad = httpx.post(url, json={"model": "m"}, headers={"authorization": f"Bearer {chain.api_key}"})
+    assert bad.status_code == 400
+
+
+def test_rate_limit_answers_429_with_retry_after(tmp_path):
+    with Chain(tmp_path / "s.db", profile="loopback", rate_limit=2.0) as limited:
+        url = limited.base_url + "/chat/completions"
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        headers = {"authorization": f"Bearer {limited.api_key}"}
+        codes = [httpx.post(url, json=body, headers=headers, timeout=30) for _ in range(5)]
+    statuses = [r.status_code for r in codes]
+    assert statuses[:2] == [200, 200]
+    limited_responses = [r for r in codes if r.status_code == 429]
+    assert limited_responses
+    assert int(limited_responses[0].headers["retry-after"]) >= 1
+
+
+def test_model_failures_fall_back_to_the_next_tier(chain):
+    chain.configure_model(failure_rate=1.0)
+    try:
+        results = run_requests(
+            chain.base_url, chain.api_key, requests=2, concurrency=1, run="fallback", stream=False
+        )
+    finally:
+        chain.configure_model(failure_rate=0.0)
+    assert [r.status for r in results] == [200, 200]
+    _, have = _complete(chain, {r.trace_id for r in results})
+    tiers = {s.attributes.get("hoptrace.fallback_tier") for spans in have.values() for s in spans}
+    assert {"primary", "fallback_model"} <= tiers
+    assert tiers & {"cached", "rule"}
