@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="one hoptrace demo service")
     parser.add_argument("service", choices=["gateway", "app", "model"])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
     parser.add_argument("--upstream", help="base URL of the next service")
     parser.add_argument("--profile", default="seed")
     parser.add_argument("--speedup", type=float, default=1.0)
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         uvicorn.run(
             app,
-            host="127.0.0.1",
+            host=args.host,
             port=args.port,
             log_level="warning",
             access_log=False,

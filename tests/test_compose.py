@@ -1,0 +1,59 @@
+"""docker-compose.yml and the Collector config agree (there is no Docker engine here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    config = yaml.safe_load((REPO / "collector" / "otelcol-config.yaml").read_text())
+    return compose["services"], config
+
+
+def _arg(command: list[str], flag: str) -> str:
+    return command[command.index(flag) + 1]
+
+
+def test_services_export_to_the_collectors_otlp_http_receiver():
+    services, config = _load()
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    host, port = http.rsplit(":", 1)
+    assert host == "0.0.0.0"  # reachable from other containers (localhost since v0.104)
+    for name in ("gateway", "app", "model"):
+        url = urlparse(services[name]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert url.hostname == "otel-collector" and str(url.port) == port
+        assert services[name]["environment"]["OTEL_SERVICE_NAME"] == name
+        assert _arg(services[name]["command"], "--host") == "0.0.0.0"
+
+
+def test_collector_exports_to_jaeger_and_to_a_mounted_file():
+    services, config = _load()
+    jaeger = config["exporters"]["otlp/jaeger"]["endpoint"]
+    assert jaeger == "jaeger:4317" and "jaeger" in services
+    assert config["exporters"]["otlp/jaeger"]["tls"]["insecure"] is True
+    pipeline = config["service"]["pipelines"]["traces"]
+    assert set(pipeline["exporters"]) == {"otlp/jaeger", "file"}
+    assert pipeline["receivers"] == ["otlp"]
+    file_dir = str(Path(config["exporters"]["file"]["path"]).parent)
+    volumes = services["otel-collector"]["volumes"]
+    assert any(v.split(":")[1] == file_dir for v in volumes)
+    config_mount = [v for v in volumes if v.startswith("./collector/otelcol-config.yaml")]
+    assert (
+        config_mount and config_mount[0].split(":")[1] in services["otel-collector"]["command"][0]
+    )
+    assert "16686:16686" in services["jaeger"]["ports"]
+
+
+def test_each_upstream_points_at_a_service_and_its_port():
+    services, _ = _load()
+    for name, target in (("gateway", "app"), ("app", "model")):
+        url = urlparse(_arg(services[name]["command"], "--upstream"))
+        assert url.hostname == target
+        assert str(url.port) == _arg(services[target]["command"], "--port")
+    assert "8000:8000" in services["gateway"]["ports"]
