@@ -111,7 +111,7 @@ def _format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--format",
         "fmt",
-        type=click.Choice(FORMATS + ("html",)),
+        type=click.Choice(FORMATS),
         default="table",
         show_default=True,
     )(func)
@@ -131,19 +131,12 @@ def _format_option(func: Callable[..., Any]) -> Callable[..., Any]:
     metavar="MODEL=IN:OUT",
     help="Price per 1,000 input and output tokens; MODEL may be '*'.",
 )
-@click.option(
-    "--jaeger-url",
-    default="http://localhost:16686",
-    show_default=True,
-    help="Jaeger UI base for trace links in HTML reports.",
-)
 @_format_option
 @_source_options
 def analyze(
     sources: tuple[str, ...],
     group_by: str,
     price: tuple[str, ...],
-    jaeger_url: str,
     fmt: str,
     output: str | None,
     service: str | None,
@@ -166,10 +159,6 @@ def analyze(
         _emit(render.dumps(render.analysis_dict(result, prices)), output)
     elif fmt == "markdown":
         _emit(render.to_markdown(render.analysis_sections(result, prices)), output)
-    elif fmt == "html":
-        from tracer.analysis.render.html import analysis_html
-
-        _emit(analysis_html(result, jaeger_url=jaeger_url), output)
     else:
         _emit(render.to_table(render.analysis_sections(result, prices)), output)
 
@@ -202,10 +191,6 @@ def whatif(
         _emit(render.dumps(render.whatif_dict(result)), output)
     elif fmt == "markdown":
         _emit(render.to_markdown(render.whatif_sections(result)), output)
-    elif fmt == "html":
-        from tracer.analysis.render.html import whatif_html
-
-        _emit(whatif_html(result), output)
     else:
         _emit(render.to_table(render.whatif_sections(result)), output)
 
@@ -240,10 +225,6 @@ def compare(
         _emit(render.dumps(render.comparison_dict(result)), output)
     elif fmt == "markdown":
         _emit(render.to_markdown(render.comparison_sections(result)), output)
-    elif fmt == "html":
-        from tracer.analysis.render.html import comparison_html
-
-        _emit(comparison_html(result), output)
     else:
         _emit(render.to_table(render.comparison_sections(result)), output)
 
