@@ -16,17 +16,22 @@ __all__ = ["register"]
 
 
 def _wait_for_traces(store_path: Path, trace_ids: set[str], deadline_s: float = 20.0) -> None:
-    """Poll the store until every trace has its model-side span, with a deadline."""
+    """Poll the store, with a deadline, until every trace has spans of all three services.
+
+    Each service process exports on its own batch timer, so a trace is complete only
+    when gateway, app and model spans have all arrived.
+    """
     import sqlite3
 
+    needed = {(t, svc) for t in trace_ids for svc in ("gateway", "app", "model")}
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         with sqlite3.connect(str(store_path)) as conn:
             rows = conn.execute(
-                "SELECT DISTINCT trace_id FROM spans WHERE service = 'gateway'"
+                "SELECT DISTINCT trace_id, service FROM spans "
+                "WHERE service IN ('gateway', 'app', 'model') AND stage IS NOT NULL"
             ).fetchall()
-        if trace_ids <= {r[0] for r in rows}:
-            time.sleep(0.5)  # the last batches of the other services
+        if needed <= set(rows):
             return
         time.sleep(0.2)
 

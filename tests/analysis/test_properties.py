@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracer.analysis import TraceSet, own_times, prepare, retime
+from tracer.analysis import own_times, prepare, retime
 from tracer.analysis.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 from tracer.analysis.prepare import TraceIssues
 
@@ -94,7 +94,3 @@ def test_retiming_never_makes_a_trace_slower(spans, stage, k):
     assert sum(after.values()) == pytest.approx(
         new_end[trace.root] - new_start[trace.root], abs=1e-3
     )
-
-
-def test_traceset_is_importable_for_property_helpers():
-    assert TraceSet().span_count == 0

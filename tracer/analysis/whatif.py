@@ -21,7 +21,7 @@ from tracer.analysis.critical_path import own_times
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceSet
 
-__all__ = ["WhatIf", "retime", "what_if"]
+__all__ = ["WhatIf", "ideal_speedup", "retime", "what_if"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +161,3 @@ def _shares(groups: dict[str, float], total: float) -> tuple[tuple[str, float], 
 def ideal_speedup(stage_share: float, speedup: float) -> float:
     """Amdahl's bound for a stage holding ``stage_share`` of the time."""
     return float(1.0 / ((1.0 - stage_share) + stage_share / speedup))
-
-
-__all__ += ["ideal_speedup"]
