@@ -40,6 +40,8 @@ class Chain:
         rate_limit: float = 0.0,
         tokens_per_minute: int = 0,
         timeout_s: float = 30.0,
+        gateway_timeout_s: float | None = None,
+        heartbeat_s: float = 5.0,
         failure_rate: float = 0.0,
         max_concurrency: int = 0,
         otlp_port: int = 0,
@@ -58,6 +60,8 @@ class Chain:
             rate_limit=rate_limit,
             tokens_per_minute=tokens_per_minute,
             timeout_s=timeout_s,
+            gateway_timeout_s=gateway_timeout_s or timeout_s,
+            heartbeat_s=heartbeat_s,
             failure_rate=failure_rate,
             max_concurrency=max_concurrency,
         )
@@ -115,7 +119,9 @@ class Chain:
                 "--tokens-per-minute",
                 str(o["tokens_per_minute"]),
                 "--timeout",
-                str(o["timeout_s"]),
+                str(o["gateway_timeout_s"]),
+                "--heartbeat",
+                str(o["heartbeat_s"]),
                 "--max-concurrency",
                 str(o["max_concurrency"]),
             )

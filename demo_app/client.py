@@ -95,22 +95,38 @@ async def run_requests_async(
     base_url: str,
     api_key: str,
     *,
-    requests: int,
+    requests: int | None = None,
     concurrency: int,
     run: str,
     stream: bool = True,
     max_tokens: int = 32,
     render_ms: float = 20.0,
+    duration_s: float | None = None,
     on_done: Callable[[RequestResult], None] | None = None,
 ) -> list[RequestResult]:
-    """Send ``requests`` requests, ``concurrency`` at a time."""
+    """Send ``requests`` requests, ``concurrency`` at a time.
+
+    With ``duration_s`` instead, each of the ``concurrency`` clients keeps sending
+    until the time is up (a request in flight at the deadline is finished).
+    """
+    if (requests is None) == (duration_s is None):
+        raise ValueError("give exactly one of requests and duration_s")
     results: list[RequestResult] = []
-    queue = list(range(requests))
+    queue = list(range(requests or 0))
+    deadline = time.monotonic() + (duration_s or 0.0)
+
+    def more() -> bool:
+        if duration_s is not None:
+            return time.monotonic() < deadline
+        if queue:
+            queue.pop()
+            return True
+        return False
+
     async with tracer.instrument_httpx(httpx.AsyncClient(timeout=120)) as client:
 
         async def worker() -> None:
-            while queue:
-                queue.pop()
+            while more():
                 result = await _one(client, base_url, api_key, run, stream, max_tokens, render_ms)
                 results.append(result)
                 if on_done is not None:

@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens-per-minute", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--max-concurrency", type=int, default=0)
+    parser.add_argument(
+        "--heartbeat", type=float, default=5.0, help="seconds between SSE keep-alive comments"
+    )
     parser.add_argument("--otlp-endpoint", default=None)
     args = parser.parse_args(argv)
 
@@ -53,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
             tokens_per_minute=args.tokens_per_minute,
             upstream_timeout_s=args.timeout,
             max_concurrency=args.max_concurrency,
+            heartbeat_s=args.heartbeat,
         )
         app = create_gateway_app(profile, args.upstream, config)
     try:

@@ -30,6 +30,14 @@ from tracer import attributes as attrs
 __all__ = ["mark_first_token", "stage"]
 
 _logger = logging.getLogger(__name__)
+
+
+def _default_span_name(func: Callable[..., Any]) -> str:
+    """``Class.method`` or ``function``; a closure drops its ``outer.<locals>.`` prefix."""
+    name = str(getattr(func, "__qualname__", "") or getattr(func, "__name__", ""))
+    return name.rpartition("<locals>.")[2]
+
+
 _INSTRUMENTATION_NAME = "hoptrace"
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -110,7 +118,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
 
     # -- decorator -------------------------------------------------------------------
     def __call__(self, func: F) -> F:
-        span_name = str(self._span_name or getattr(func, "__qualname__", None) or self._name)
+        span_name = str(self._span_name or _default_span_name(func) or self._name)
         attributes = self._attributes
 
         if inspect.isasyncgenfunction(func):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections import Counter
 
 import httpx
 import pytest
@@ -23,13 +25,12 @@ def chain(tmp_path_factory):
     with Chain(store, profile="lan", rate_limit=0.0) as running:
         tracer.setup(service_name="client", endpoint=running.collector.endpoint)
         yield running
-        tracer.force_flush()
+        # Flush and stop the exporter while the collector still listens.
+        tracer.shutdown()
 
 
-def _complete(chain, ids, deadline_s=15.0):
+def _complete(chain, ids, deadline_s=20.0):
     """Poll the store, with a deadline, until every trace has all seven stages."""
-    import time
-
     end = time.monotonic() + deadline_s
     while True:
         tracer.force_flush()
@@ -123,3 +124,33 @@ def test_model_failures_fall_back_to_the_next_tier(chain):
     tiers = {s.attributes.get("hoptrace.fallback_tier") for spans in have.values() for s in spans}
     assert {"primary", "fallback_model"} <= tiers
     assert tiers & {"cached", "rule"}
+
+
+def test_load_32_streaming_clients_for_20_s_loses_no_trace(chain):
+    """32 concurrent streaming clients for 20 s: no 5xx, every completed request traced."""
+    started = time.monotonic()
+    results = run_requests(
+        chain.base_url,
+        chain.api_key,
+        concurrency=32,
+        duration_s=20.0,
+        run="load",
+        stream=True,
+        render_ms=0.0,
+    )
+    took = time.monotonic() - started
+    assert 20.0 <= took < 40.0
+    statuses = Counter(r.status for r in results)
+    assert statuses == {200: len(results)}, statuses
+    assert [r.error for r in results if r.error] == []
+    assert all(r.chunks == 32 for r in results)
+    # Each request takes about 0.7 s on the lan profile; 32 clients for 20 s.
+    assert len(results) >= 200
+    ids = {r.trace_id for r in results}
+    assert len(ids) == len(results)
+    _, have = _complete(chain, ids, deadline_s=60.0)
+    missing = ids - set(have)
+    assert not missing, f"{len(missing)} of {len(ids)} traces never reached the store"
+    incomplete = [t for t, spans in have.items() if not {s.stage for s in spans} >= STAGES]
+    assert not incomplete, f"{len(incomplete)} traces lack a stage"
+    print(f"load: {len(results)} requests in {took:.1f} s, all {len(ids)} traces complete")
