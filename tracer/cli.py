@@ -16,7 +16,7 @@ from tracer._errors import ConfigError, HoptraceError
 
 __all__ = ["main"]
 
-FORMATS = ("table", "json", "markdown")
+FORMATS = ("table", "json", "markdown", "html")
 
 
 class _Group(click.Group):
@@ -105,6 +105,13 @@ def _stage_map(path: str | None) -> Any:
 
 
 def _format_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    func = click.option(
+        "--jaeger-url",
+        default="http://localhost:16686",
+        show_default=True,
+        envvar="HOPTRACE_JAEGER_URL",
+        help="Jaeger UI base URL for the trace links of the HTML report.",
+    )(func)
     func = click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")(
         func
     )
@@ -114,7 +121,31 @@ def _format_option(func: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Choice(FORMATS),
         default="table",
         show_default=True,
+        help="html: one self-contained page (charts, waterfalls); best with -o.",
     )(func)
+
+
+def _render(
+    fmt: str,
+    output: str | None,
+    as_json: Callable[[], Any],
+    sections: Callable[[], Any],
+    report: Callable[[], Any],
+) -> None:
+    from tracer.analysis import render
+
+    if fmt == "json":
+        _emit(render.dumps(as_json()), output)
+    elif fmt == "markdown":
+        _emit(render.to_markdown(sections()), output)
+    elif fmt == "html":
+        _emit(render.to_html(report()), output)
+    else:
+        _emit(render.to_table(sections()), output)
+
+
+def _source_label(sources: tuple[str, ...]) -> str:
+    return ", ".join(sources) if sources else "the default span store"
 
 
 @main.command()
@@ -139,6 +170,7 @@ def analyze(
     price: tuple[str, ...],
     fmt: str,
     output: str | None,
+    jaeger_url: str,
     service: str | None,
     operation: str | None,
     limit: int | None,
@@ -154,13 +186,22 @@ def analyze(
     from tracer.analysis import render
 
     prices = _parse_prices(price)
-    result = run(_load(sources, service, operation, limit, since), group_by, _stage_map(stage_map))
-    if fmt == "json":
-        _emit(render.dumps(render.analysis_dict(result, prices)), output)
-    elif fmt == "markdown":
-        _emit(render.to_markdown(render.analysis_sections(result, prices)), output)
-    else:
-        _emit(render.to_table(render.analysis_sections(result, prices)), output)
+    smap = _stage_map(stage_map)
+    traces = _load(sources, service, operation, limit, since)
+    result = run(traces, group_by, smap)
+    _render(
+        fmt,
+        output,
+        lambda: render.analysis_dict(result, prices),
+        lambda: render.analysis_sections(result, prices),
+        lambda: render.Report(
+            title=f"Where the time goes: {result.traces} traces",
+            source=_source_label(sources),
+            analysis=result,
+            waterfalls=render.exemplar_waterfalls(result, traces, smap),
+            jaeger_url=jaeger_url,
+        ),
+    )
 
 
 @main.command()
@@ -175,6 +216,7 @@ def whatif(
     speedup: float,
     fmt: str,
     output: str | None,
+    jaeger_url: str,
     service: str | None,
     operation: str | None,
     limit: int | None,
@@ -184,15 +226,16 @@ def whatif(
     """Project "STAGE becomes K times faster" onto the real traces."""
     from tracer.analysis import render, what_if
 
-    result = what_if(
-        _load(sources, service, operation, limit, since), stage, speedup, _stage_map(stage_map)
+    smap = _stage_map(stage_map)
+    traces = _load(sources, service, operation, limit, since)
+    result = what_if(traces, stage, speedup, smap)
+    _render(
+        fmt,
+        output,
+        lambda: render.whatif_dict(result),
+        lambda: render.whatif_sections(result),
+        lambda: _full_report(traces, smap, sources, jaeger_url, whatif=result),
     )
-    if fmt == "json":
-        _emit(render.dumps(render.whatif_dict(result)), output)
-    elif fmt == "markdown":
-        _emit(render.to_markdown(render.whatif_sections(result)), output)
-    else:
-        _emit(render.to_table(render.whatif_sections(result)), output)
 
 
 @main.command()
@@ -212,6 +255,7 @@ def compare(
     group_by: str,
     fmt: str,
     output: str | None,
+    jaeger_url: str,
     stage_map: str | None,
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage."""
@@ -220,13 +264,115 @@ def compare(
     from tracer.analysis import load, render
 
     smap = _stage_map(stage_map)
-    result = diff(run(load([baseline]), group_by, smap), run(load([candidate]), group_by, smap))
-    if fmt == "json":
-        _emit(render.dumps(render.comparison_dict(result)), output)
-    elif fmt == "markdown":
-        _emit(render.to_markdown(render.comparison_sections(result)), output)
-    else:
-        _emit(render.to_table(render.comparison_sections(result)), output)
+    candidate_traces = load([candidate])
+    before = run(load([baseline]), group_by, smap)
+    after = run(candidate_traces, group_by, smap)
+    result = diff(before, after)
+    _render(
+        fmt,
+        output,
+        lambda: render.comparison_dict(result),
+        lambda: render.comparison_sections(result),
+        lambda: render.Report(
+            title=f"{candidate} against {baseline}",
+            source=f"baseline {baseline}, candidate {candidate}",
+            analysis=after,
+            comparison=result,
+            waterfalls=render.exemplar_waterfalls(after, candidate_traces, smap),
+            jaeger_url=jaeger_url,
+        ),
+    )
+
+
+def _full_report(
+    traces: Any,
+    smap: Any,
+    sources: tuple[str, ...],
+    jaeger_url: str,
+    group_by: str = "stage",
+    **views: Any,
+) -> Any:
+    from tracer.analysis import analyze as run
+    from tracer.analysis import render
+
+    result = run(traces, group_by, smap)
+    return render.Report(
+        title=f"Where the time goes: {result.traces} traces",
+        source=_source_label(sources),
+        analysis=result,
+        waterfalls=render.exemplar_waterfalls(result, traces, smap),
+        jaeger_url=jaeger_url,
+        **views,
+    )
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="report.html",
+    show_default=True,
+    help="The HTML file to write.",
+)
+@click.option(
+    "--group-by",
+    type=click.Choice(("stage", "service", "operation")),
+    default="stage",
+    show_default=True,
+)
+@click.option("--stage", "whatif_stage", help="Add the what-if view for this stage.")
+@click.option("--speedup", type=float, help="With --stage: how many times faster.")
+@click.option(
+    "--baseline",
+    help="Add the compare view: SOURCES are the candidate, this is the baseline.",
+)
+@click.option(
+    "--jaeger-url",
+    default="http://localhost:16686",
+    show_default=True,
+    envvar="HOPTRACE_JAEGER_URL",
+    help="Jaeger UI base URL for the trace links.",
+)
+@_source_options
+def report(
+    sources: tuple[str, ...],
+    output: str,
+    group_by: str,
+    whatif_stage: str | None,
+    speedup: float | None,
+    baseline: str | None,
+    jaeger_url: str,
+    service: str | None,
+    operation: str | None,
+    limit: int | None,
+    since: str | None,
+    stage_map: str | None,
+) -> None:
+    """Write one self-contained HTML report: share bars, percentiles, waterfalls.
+
+    The page works offline (no scripts, no fonts, no CDN); the P50 and P90 exemplar
+    traces link to Jaeger at --jaeger-url.
+    """
+    from tracer.analysis import analyze as run
+    from tracer.analysis import compare as diff
+    from tracer.analysis import load, render, what_if
+
+    if (whatif_stage is None) != (speedup is None):
+        raise ConfigError("--stage and --speedup go together")
+    smap = _stage_map(stage_map)
+    traces = _load(sources, service, operation, limit, since)
+    views: dict[str, Any] = {}
+    if whatif_stage is not None and speedup is not None:
+        views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
+    if baseline is not None:
+        views["comparison"] = diff(
+            run(load([baseline]), group_by, smap), run(traces, group_by, smap)
+        )
+    _emit(
+        render.to_html(_full_report(traces, smap, sources, jaeger_url, group_by, **views)), output
+    )
 
 
 @main.command()

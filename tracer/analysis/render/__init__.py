@@ -1,7 +1,8 @@
-"""Renderers: JSON (SPEC.md section 8), rich tables and Markdown."""
+"""Renderers: JSON (SPEC.md section 8), rich tables, Markdown and one-file HTML."""
 
 from __future__ import annotations
 
+from tracer.analysis.render.html import Report, exemplar_waterfalls, to_html
 from tracer.analysis.render.json_out import (
     analysis_dict,
     comparison_dict,
@@ -19,6 +20,7 @@ from tracer.analysis.render.sections import (
 from tracer.analysis.render.text import to_markdown, to_table
 
 __all__ = [
+    "Report",
     "Section",
     "analysis_dict",
     "analysis_sections",
@@ -26,6 +28,8 @@ __all__ = [
     "comparison_sections",
     "cost_per_request",
     "dumps",
+    "exemplar_waterfalls",
+    "to_html",
     "to_markdown",
     "to_table",
     "whatif_dict",
