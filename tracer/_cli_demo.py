@@ -207,6 +207,12 @@ def register(group: click.Group) -> None:
     @click.option("--profile", default="seed", show_default=True)
     @click.option("--store", type=click.Path(dir_okay=False))
     @click.option(
+        "--max-concurrency",
+        default=0,
+        show_default=True,
+        help="Gateway worker pool size (0: unlimited); small pools show a knee in bench.",
+    )
+    @click.option(
         "--upstream",
         help="An OpenAI-compatible base URL to use instead of the "
         "simulated model (vLLM, llama.cpp, Ollama), e.g. http://127.0.0.1:8080/v1",
@@ -219,6 +225,7 @@ def register(group: click.Group) -> None:
         speedup: float,
         profile: str,
         store: str | None,
+        max_concurrency: int,
         upstream: str | None,
     ) -> None:
         """Start the traced chain and the collector, and stay up until Ctrl-C."""
@@ -237,6 +244,7 @@ def register(group: click.Group) -> None:
             rate_limit=rate_limit,
             otlp_port=otlp_port,
             upstream=upstream,
+            max_concurrency=max_concurrency,
         )
         chain.ports["gateway"] = port
         with chain:

@@ -418,16 +418,14 @@ def collect(
     serve(path, host=host, port=port, max_body_bytes=max_body_bytes, token=token)
 
 
-def _register_optional() -> None:
-    # Commands whose modules pull in the demo services load lazily.
-    try:
-        from tracer import _cli_demo
-    except ImportError:  # pragma: no cover - the demo is part of the distribution
-        return
+def _register_more() -> None:
+    from tracer import _cli_bench, _cli_demo
+
+    _cli_bench.register(main)
     _cli_demo.register(main)
 
 
-_register_optional()
+_register_more()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,0 +1,320 @@
+"""``hoptrace bench``: the careful benchmark from the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import click
+
+from tracer._errors import ConfigError
+
+__all__ = ["bench_sections", "register"]
+
+ITL_HELP = (
+    "Inter-chunk latency (ITL) is the gap between consecutive content chunks of a "
+    "stream, after the first chunk, pooled over the level's successful requests; with "
+    "one token per chunk it is the inter-token latency."
+)
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(
+            f"--concurrency must be positive integers separated by commas, got {text!r}"
+        ) from None
+    if not levels or any(c < 1 for c in levels):
+        raise ConfigError(f"--concurrency must be positive integers, got {text!r}")
+    return sorted(set(levels))
+
+
+def _tracing_reachable() -> str | None:
+    """The OTLP traces endpoint when something answers there, else None."""
+    import httpx
+
+    from tracer._setup import traces_endpoint
+
+    endpoint = traces_endpoint(None, "http/protobuf")
+    try:
+        httpx.post(
+            endpoint,
+            content=b"",
+            headers={"content-type": "application/x-protobuf"},
+            timeout=2.0,
+        )
+    except httpx.HTTPError:
+        return None
+    return endpoint
+
+
+def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
+    """Load ``source`` until it holds every trace in ``ids`` with a server span, or the
+    deadline passes; returns the TraceSet restricted to ``ids`` (maybe partial)."""
+    from tracer.analysis import TraceSet, load
+    from tracer.analysis.model import KIND_SERVER
+
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            traces = load([source])
+        except ConfigError:
+            raise
+        except Exception:  # noqa: BLE001 - a store still empty, Jaeger still indexing
+            traces = TraceSet({})
+        have = {t: s for t, s in traces.traces.items() if t in ids}
+        complete = {t for t, s in have.items() if any(x.kind == KIND_SERVER for x in s)}
+        if complete >= ids or time.monotonic() > end:
+            return TraceSet(have, traces.warnings)
+        time.sleep(0.3)
+
+
+def _knee_pair(result: Any) -> tuple[Any, Any]:
+    base = result.levels[0]
+    knee = next(lv for lv in result.levels if lv.concurrency == result.knee.concurrency)
+    return base, knee
+
+
+def _traces_of(
+    result: Any, source: str, wait_s: float, everything: bool, notes: list[str], err: Any
+) -> Any:
+    """The bench's traces from ``source``: all measured ones, or the knee's two levels."""
+    if everything or result.knee is None:
+        wanted = {s.trace_id for lv in result.levels for s in lv.ok}
+    else:
+        base, knee = _knee_pair(result)
+        wanted = {s.trace_id for s in base.ok} | {s.trace_id for s in knee.ok}
+    err.print(f"waiting for {len(wanted)} traces in {source}")
+    traces = _wait_for(source, wanted, wait_s)
+    missing = len(wanted) - len(traces.traces)
+    if missing:
+        notes.append(f"{missing} of {len(wanted)} traces were not found in {source}")
+    return traces
+
+
+def _name_knee_stage(result: Any, traces: Any, notes: list[str]) -> None:
+    """Put the stage that grew most between the lowest level and the knee on the knee."""
+    from tracer.bench import stage_growth
+
+    if traces is None:
+        notes.append("the stage that grew is named when the traces are reachable (--traces)")
+        return
+    base, knee = _knee_pair(result)
+    grown = stage_growth(traces, {s.trace_id for s in base.ok}, {s.trace_id for s in knee.ok})
+    if grown is None:
+        notes.append("no usable traces of the knee's levels: the stage that grew is unknown")
+        return
+    result.knee = dataclasses.replace(result.knee, stage=grown[0], stage_growth_ms=grown[1])
+    notes.append(
+        f"{grown[0]} grew by {grown[1]:,.1f} ms per request (mean) from concurrency "
+        f"{base.concurrency} to {knee.concurrency}"
+    )
+
+
+def bench_sections(data: dict[str, Any], notes: list[str]) -> list[Any]:
+    """Table and Markdown sections for a bench result (its JSON dict)."""
+    from tracer.analysis.render import Section
+
+    def cell(s: dict[str, float] | None, key: str) -> str:
+        return "-" if not s or not s.get("n") else f"{s[key]:,.1f}"
+
+    head = Section(
+        f"Benchmark {data['url']} (max_tokens {data['max_tokens']}, "
+        f"{'streaming' if data['stream'] else 'not streaming'})",
+        [
+            "concurrency",
+            "ok/requests",
+            "errors",
+            "P50 ms",
+            "P90 ms",
+            "P99 ms",
+            "TTFC P50",
+            "TTFC P90",
+            "ITL P50",
+            "ITL P90",
+            "tokens/s",
+            "req/s",
+        ],
+    )
+    for lv in data["levels"]:
+        head.rows.append(
+            [
+                str(lv["concurrency"]),
+                f"{lv['ok']}/{lv['requests']}",
+                ", ".join(f"{k}: {v}" for k, v in lv["errors"].items()) or "-",
+                cell(lv["e2e_ms"], "p50"),
+                cell(lv["e2e_ms"], "p90"),
+                cell(lv["e2e_ms"], "p99"),
+                cell(lv["ttfc_ms"], "p50"),
+                cell(lv["ttfc_ms"], "p90"),
+                cell(lv["itl_ms"], "p50"),
+                cell(lv["itl_ms"], "p90"),
+                f"{lv['output_tokens_per_s']:,.1f}",
+                f"{lv['requests_per_s']:,.2f}",
+            ]
+        )
+    knee = data["knee"]
+    if knee is None:
+        head.notes.append("no knee: P90 stayed under 2x the lowest level's at every level")
+    else:
+        text = (
+            f"knee at concurrency {knee['concurrency']}: P90 is {knee['p90_ratio']:.1f}x the "
+            "lowest level's; the service, not the model, is the bottleneck from here"
+        )
+        if knee["stage"]:
+            text += f"; the stage that grew most: {knee['stage']}"
+        head.notes.append(text)
+    head.notes.extend(notes)
+    head.notes.append(
+        f"traces carry hoptrace.run = {data['run']}-c<concurrency> (warm-up: {data['run']}-warmup)"
+    )
+    return [head]
+
+
+def register(group: click.Group) -> None:
+    """Add ``bench`` to the command group."""
+    from tracer.cli import _format_option, _render
+
+    @group.command(epilog=ITL_HELP)
+    @click.argument("url")
+    @click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer key [env: OPENAI_API_KEY].")
+    @click.option("--requests", default=32, show_default=True, help="Measured requests per level.")
+    @click.option(
+        "--warmup",
+        default=4,
+        show_default=True,
+        help="Warm-up requests per level (at least the level's concurrency; 0: none).",
+    )
+    @click.option(
+        "--concurrency",
+        default="1,2,4,8",
+        show_default=True,
+        help="Concurrency levels, comma-separated.",
+    )
+    @click.option("--max-tokens", default=64, show_default=True, help="Fixed max_tokens.")
+    @click.option("--prompt", help="The fixed prompt [default: a short explanation request].")
+    @click.option("--model", default="default", show_default=True, help="The model name sent.")
+    @click.option("--stream/--no-stream", default=True, show_default=True)
+    @click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
+    @click.option(
+        "--traces",
+        "traces_source",
+        help="Where the server's spans land (span store or Jaeger URL), to name the stage "
+        "that grew at the knee [default: the default span store, if it exists].",
+    )
+    @click.option(
+        "--traces-wait",
+        default=15.0,
+        show_default=True,
+        help="Seconds to wait for the traces to arrive.",
+    )
+    @_format_option
+    def bench(
+        url: str,
+        api_key: str | None,
+        requests: int,
+        warmup: int,
+        concurrency: str,
+        max_tokens: int,
+        prompt: str | None,
+        model: str,
+        stream: bool,
+        timeout: float,
+        traces_source: str | None,
+        traces_wait: float,
+        fmt: str,
+        output: str | None,
+        jaeger_url: str,
+    ) -> None:
+        """Benchmark an OpenAI-compatible endpoint: warm-up, fixed max_tokens,
+        concurrency sweep, P50/P90/P99, TTFC, ITL, tokens/s and the knee.
+
+        URL is an OpenAI-style base URL (http://host:port/v1). Every request is a traced
+        client span (context propagated) sent to OTEL_EXPORTER_OTLP_ENDPOINT.
+        """
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        import tracer
+        from collector import default_store_path
+        from tracer.analysis import analyze, render
+        from tracer.bench import DEFAULT_PROMPT, bench_dict, run_bench
+
+        levels = _levels(concurrency)
+        if requests < 1 or warmup < 0 or max_tokens < 1 or timeout <= 0:
+            raise ConfigError(
+                "--requests, --max-tokens and --timeout must be positive, --warmup not negative"
+            )
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"URL must be an http:// or https:// base URL, got {url!r}")
+        err = Console(stderr=True)
+        notes: list[str] = []
+        ours = False
+        if not tracer.is_configured():
+            endpoint = _tracing_reachable()
+            if endpoint is None:
+                notes.append("requests were not traced: no OTLP receiver answered")
+                err.print(
+                    "hoptrace: note: no OTLP receiver answers at OTEL_EXPORTER_OTLP_ENDPOINT "
+                    "(default http://127.0.0.1:4318); the requests are not traced"
+                )
+            else:
+                os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
+                tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
+                ours = True
+        total = sum((max(warmup, c) if warmup else 0) + requests for c in levels)
+        try:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=err,
+            ) as progress:
+                task = progress.add_task("bench", total=total)
+                result = run_bench(
+                    url,
+                    api_key=api_key,
+                    levels=levels,
+                    requests=requests,
+                    warmup=warmup,
+                    max_tokens=max_tokens,
+                    prompt=prompt or DEFAULT_PROMPT,
+                    model=model,
+                    stream=stream,
+                    timeout_s=timeout,
+                    progress=lambda label, n: progress.update(task, advance=n, description=label),
+                )
+        finally:
+            if ours:
+                tracer.force_flush()
+        source = traces_source
+        if source is None and ours and default_store_path().exists():
+            source = str(default_store_path())
+        traces = None
+        if source and (result.knee is not None or fmt == "html"):
+            traces = _traces_of(result, source, traces_wait, fmt == "html", notes, err)
+        if result.knee is not None:
+            _name_knee_stage(result, traces, notes)
+        if ours:
+            tracer.shutdown()
+        data = bench_dict(result)
+
+        def report() -> Any:
+            analysis = None
+            waterfalls: list[Any] = []
+            if traces is not None and traces.traces:
+                analysis = analyze(traces)
+                waterfalls = render.exemplar_waterfalls(analysis, traces)
+            return render.Report(
+                title=f"Benchmark of {url}",
+                source=f"run {result.run}",
+                analysis=analysis,
+                bench=data,
+                waterfalls=waterfalls,
+                jaeger_url=jaeger_url,
+            )
+
+        _render(fmt, output, lambda: data, lambda: bench_sections(data, notes), report)

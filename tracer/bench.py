@@ -1,0 +1,409 @@
+"""Benchmark an OpenAI-compatible chat endpoint the careful way, every request traced.
+
+The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up at
+every concurrency level (at least as many requests as the level's concurrency) that
+is not measured; then N measured requests per level. Per level: status counts,
+end-to-end P50/P90/P99, time to first chunk, inter-chunk latency, output tokens/s and
+requests/s. The knee is the first level whose P90 is 2x or more the lowest level's;
+with the traces at hand, the stage whose time grew most between the two is named.
+
+    result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
+    print(bench_dict(result)["knee"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+import tracer
+from tracer._errors import ConfigError
+from tracer.analysis.aggregate import Stats, stats
+
+__all__ = [
+    "BenchResult",
+    "Knee",
+    "LevelResult",
+    "Sample",
+    "bench_dict",
+    "find_knee",
+    "run_bench",
+    "stage_growth",
+]
+
+DEFAULT_PROMPT = (
+    "Explain in three sentences why a faster model does not make a chat service "
+    "equally faster for its users."
+)
+RUN_ATTRIBUTE = "hoptrace.run"
+KNEE_RATIO = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One measured request as the client saw it."""
+
+    trace_id: str
+    status: str  # "200", another HTTP status, or timeout / connect / stream_error / protocol
+    e2e_ms: float
+    ttfc_ms: float | None
+    gaps_ms: tuple[float, ...]
+    output_tokens: int
+
+    @property
+    def ok(self) -> bool:
+        """A 200 answer that finished without an error event."""
+        return self.status == "200"
+
+
+@dataclass
+class LevelResult:
+    """The measured requests of one concurrency level."""
+
+    concurrency: int
+    run: str
+    samples: list[Sample] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> list[Sample]:
+        """The successful samples."""
+        return [s for s in self.samples if s.ok]
+
+    def errors(self) -> dict[str, int]:
+        """Failed requests by status code or error kind."""
+        out: dict[str, int] = {}
+        for s in self.samples:
+            if not s.ok:
+                out[s.status] = out.get(s.status, 0) + 1
+        return dict(sorted(out.items()))
+
+    def e2e(self) -> Stats:
+        """End-to-end ms of the successful requests."""
+        return stats(s.e2e_ms for s in self.ok)
+
+    def ttfc(self) -> Stats | None:
+        """Time to the first content chunk (streams only)."""
+        values = [s.ttfc_ms for s in self.ok if s.ttfc_ms is not None]
+        return stats(values) if values else None
+
+    def itl(self) -> Stats | None:
+        """Inter-chunk gaps after the first chunk, over every successful stream."""
+        values = [g for s in self.ok for g in s.gaps_ms]
+        return stats(values) if values else None
+
+    def output_tokens_per_s(self) -> float:
+        """Output tokens of the successful requests per second of the level's wall time."""
+        return sum(s.output_tokens for s in self.ok) / self.wall_s if self.wall_s > 0 else 0.0
+
+    def requests_per_s(self) -> float:
+        """Successful requests per second of wall time."""
+        return len(self.ok) / self.wall_s if self.wall_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    """The first level whose P90 grew by ``KNEE_RATIO`` or more over the lowest level."""
+
+    concurrency: int
+    p90_ratio: float
+    stage: str | None
+    stage_growth_ms: float | None = None
+
+
+@dataclass
+class BenchResult:
+    """A whole sweep."""
+
+    url: str
+    max_tokens: int
+    stream: bool
+    run: str
+    levels: list[LevelResult]
+    knee: Knee | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _body(model: str, prompt: str, max_tokens: int, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+async def _one(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    attributes: dict[str, Any],
+) -> Sample:
+    stream = bool(body["stream"])
+    with tracer.stage("client", span_name="bench request", **attributes) as span:
+        trace_id = format(span.get_span_context().trace_id, "032x")
+        start_ns = time.time_ns()
+        started = time.perf_counter()
+        ttfc: float | None = None
+        last = 0.0
+        gaps: list[float] = []
+        chunks = 0
+        usage_tokens: int | None = None
+        status = "protocol"
+        try:
+            if stream:
+                async with client.stream("POST", url, json=body, headers=headers) as resp:
+                    status = str(resp.status_code)
+                    if resp.status_code == 200:
+                        async for line in resp.aiter_lines():
+                            if not line.startswith("data:"):
+                                continue  # blank lines, ": keep-alive" comments
+                            data = line[5:].strip()
+                            if data == "[DONE]":
+                                break
+                            chunk = json.loads(data)
+                            if "error" in chunk:
+                                status = "stream_error"
+                                break
+                            if chunk.get("usage"):
+                                usage_tokens = chunk["usage"].get("completion_tokens")
+                            choices = chunk.get("choices") or []
+                            if any((c.get("delta") or {}).get("content") for c in choices):
+                                now = time.perf_counter()
+                                if ttfc is None:
+                                    ttfc = (now - started) * 1000
+                                    tracer.mark_first_token(span, start_ns)
+                                else:
+                                    gaps.append((now - last) * 1000)
+                                last = now
+                                chunks += 1
+                    else:
+                        await resp.aread()
+            else:
+                resp = await client.post(url, json=body, headers=headers)
+                status = str(resp.status_code)
+                if resp.status_code == 200:
+                    payload = resp.json()
+                    usage_tokens = (payload.get("usage") or {}).get("completion_tokens")
+                    text = payload["choices"][0]["message"]["content"] or ""
+                    chunks = len(text.split())
+        except httpx.TimeoutException:
+            status = "timeout"
+        except httpx.ConnectError:
+            status = "connect"
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
+            status = "protocol"
+        e2e = (time.perf_counter() - started) * 1000
+        span.set_attribute("hoptrace.bench.status", status)
+    tokens = usage_tokens if isinstance(usage_tokens, int) else chunks
+    return Sample(trace_id, status, e2e, ttfc, tuple(gaps), tokens)
+
+
+async def _phase(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    attributes: dict[str, Any],
+    count: int,
+    concurrency: int,
+    tick: Callable[[], None],
+) -> tuple[list[Sample], float]:
+    samples: list[Sample] = []
+    left = count
+
+    async def worker() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            samples.append(await _one(client, url, headers, body, attributes))
+            tick()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+    return samples, time.perf_counter() - started
+
+
+async def run_bench_async(
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    levels: Sequence[int] = (1, 2, 4, 8),
+    requests: int = 32,
+    warmup: int = 4,
+    max_tokens: int = 64,
+    prompt: str = DEFAULT_PROMPT,
+    model: str = "default",
+    stream: bool = True,
+    timeout_s: float = 60.0,
+    run: str | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> BenchResult:
+    """Sweep ``levels``; see the module docstring for the method.
+
+    Raises:
+        ConfigError: bad arguments, or every warm-up request of the first level failed
+            the same way (a wrong key, nothing listening).
+    """
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"URL must be an http:// or https:// base URL, got {base_url!r}")
+    if not levels or any(c < 1 for c in levels):
+        raise ConfigError("concurrency levels must be positive integers")
+    if requests < 1 or warmup < 0 or max_tokens < 1:
+        raise ConfigError("--requests and --max-tokens must be at least 1, --warmup at least 0")
+    url = base_url.rstrip("/") + "/chat/completions"
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    body = _body(model, prompt, max_tokens, stream)
+    run = run or f"bench-{uuid.uuid4().hex[:8]}"
+    result = BenchResult(base_url, max_tokens, stream, run, [])
+    limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
+    async with tracer.instrument_httpx(
+        httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
+    ) as client:
+        for index, c in enumerate(levels):
+            level = LevelResult(c, f"{run}-c{c}")
+            warm = max(warmup, c) if warmup > 0 else 0
+            if warm:
+                attrs = {RUN_ATTRIBUTE: f"{run}-warmup", "hoptrace.bench.concurrency": c}
+                warmed, _ = await _phase(
+                    client, url, headers, body, attrs, warm, c, _ticker(progress, f"c={c} warm-up")
+                )
+                if index == 0:
+                    _refuse_hopeless(base_url, warmed)
+            attrs = {RUN_ATTRIBUTE: level.run, "hoptrace.bench.concurrency": c}
+            level.samples, level.wall_s = await _phase(
+                client, url, headers, body, attrs, requests, c, _ticker(progress, f"c={c} measure")
+            )
+            if index == 0 and not warm:
+                _refuse_hopeless(base_url, level.samples)
+            result.levels.append(level)
+    result.knee = find_knee(result.levels)
+    return result
+
+
+def _ticker(progress: Callable[[str, int], None] | None, label: str) -> Callable[[], None]:
+    def tick() -> None:
+        if progress is not None:
+            progress(label, 1)
+
+    return tick
+
+
+def _refuse_hopeless(base_url: str, samples: list[Sample]) -> None:
+    statuses = {s.status for s in samples}
+    if not samples or any(s.ok for s in samples) or len(statuses) != 1:
+        return
+    status = statuses.pop()
+    reasons = {
+        "401": "the endpoint answered 401: pass a valid --api-key (or OPENAI_API_KEY)",
+        "403": "the endpoint answered 403: the key may not use this model",
+        "404": f"the endpoint answered 404: is {base_url} an OpenAI-style base URL ending in /v1?",
+        "connect": f"cannot connect to {base_url}: is the server running?",
+    }
+    if status in reasons:
+        raise ConfigError(reasons[status])
+
+
+def run_bench(base_url: str, **kwargs: Any) -> BenchResult:
+    """Blocking wrapper of :func:`run_bench_async`."""
+    return asyncio.run(run_bench_async(base_url, **kwargs))
+
+
+def find_knee(levels: Sequence[LevelResult]) -> Knee | None:
+    """The first level whose P90 is ``KNEE_RATIO``x or more the lowest level's."""
+    measured = [lv for lv in levels if lv.ok]
+    if len(measured) < 2:
+        return None
+    base = min(measured, key=lambda lv: lv.concurrency)
+    base_p90 = base.e2e().p90
+    if base_p90 <= 0:
+        return None
+    for lv in sorted(measured, key=lambda lv: lv.concurrency):
+        if lv.concurrency <= base.concurrency:
+            continue
+        ratio = lv.e2e().p90 / base_p90
+        if ratio >= KNEE_RATIO:
+            return Knee(lv.concurrency, ratio, None)
+    return None
+
+
+def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[str, float] | None:
+    """The stage whose mean time grew most from ``base_ids`` to ``knee_ids`` traces.
+
+    ``traces`` is a :class:`~tracer.analysis.TraceSet`; None when either side has no
+    usable trace.
+    """
+    from tracer._errors import NoUsableDataError
+    from tracer.analysis import TraceSet, analyze
+
+    def means(ids: set[str]) -> dict[str, float] | None:
+        subset = TraceSet({t: s for t, s in traces.traces.items() if t in ids})
+        if not subset.traces:
+            return None
+        try:
+            return {g.name: g.mean_ms for g in analyze(subset, "stage").groups}
+        except NoUsableDataError:
+            return None
+
+    before, after = means(base_ids), means(knee_ids)
+    if before is None or after is None:
+        return None
+    growth = {g: after.get(g, 0.0) - before.get(g, 0.0) for g in set(before) | set(after)}
+    stage = max(growth, key=lambda g: (growth[g], g))
+    return stage, growth[stage]
+
+
+def _stats_dict(s: Stats | None) -> dict[str, float] | None:
+    if s is None:
+        return None
+    return {
+        "n": s.n,
+        "mean": round(s.mean, 3),
+        "p50": round(s.p50, 3),
+        "p90": round(s.p90, 3),
+        "p99": round(s.p99, 3),
+    }
+
+
+def bench_dict(result: BenchResult) -> dict[str, Any]:
+    """The JSON shape of ``hoptrace bench --format json``."""
+    return {
+        "url": result.url,
+        "max_tokens": result.max_tokens,
+        "stream": result.stream,
+        "run": result.run,
+        "levels": [
+            {
+                "concurrency": lv.concurrency,
+                "run": lv.run,
+                "requests": len(lv.samples),
+                "ok": len(lv.ok),
+                "errors": lv.errors(),
+                "e2e_ms": _stats_dict(lv.e2e()),
+                "ttfc_ms": _stats_dict(lv.ttfc()) if result.stream else None,
+                "itl_ms": _stats_dict(lv.itl()) if result.stream else None,
+                "output_tokens_per_s": round(lv.output_tokens_per_s(), 3),
+                "requests_per_s": round(lv.requests_per_s(), 3),
+            }
+            for lv in result.levels
+        ],
+        "knee": None
+        if result.knee is None
+        else {
+            "concurrency": result.knee.concurrency,
+            "p90_ratio": round(result.knee.p90_ratio, 3),
+            "stage": result.knee.stage,
+        },
+    }
