@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import httpx
 
 import tracer
+from tracer import attributes as attrs
 
 __all__ = ["RequestResult", "run_requests"]
 
-RUN_ATTRIBUTE = "hoptrace.run"
+RUN_ATTRIBUTE = attrs.RUN
 PROMPT = "Why does a 100x faster model not make my chat 100x faster? Explain latency."
 
 

@@ -6,6 +6,7 @@ Every key is a constant here; no module spells one inline.
 from __future__ import annotations
 
 __all__ = [
+    "RUN",
     "CANONICAL_STAGES",
     "CHUNKS",
     "DERIVED_NETWORK",
@@ -37,6 +38,8 @@ CHUNKS = "hoptrace.chunks"
 STREAM_CLOSED_EARLY = "hoptrace.stream.closed_early"
 #: Which fallback tier served a request (``primary``, ``fallback_model``, ``cached``, ``rule``).
 FALLBACK_TIER = "hoptrace.fallback_tier"
+#: Names the run (demo, bench, load test) a request belongs to; ``--run`` filters on it.
+RUN = "hoptrace.run"
 
 # GenAI semantic conventions (experimental).
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 import tracer
+from tracer import attributes as attrs
 from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Stats, stats
 
@@ -42,7 +43,7 @@ DEFAULT_PROMPT = (
     "Explain in three sentences why a faster model does not make a chat service "
     "equally faster for its users."
 )
-RUN_ATTRIBUTE = "hoptrace.run"
+RUN_ATTRIBUTE = attrs.RUN
 KNEE_RATIO = 2.0
 
 

@@ -74,6 +74,11 @@ def _source_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "--since", help="Keep traces that started within this time (15m, 2h, 1d)."
             ),
             click.option(
+                "--run",
+                "run_name",
+                help="Keep traces of this run (hoptrace.run attribute; glob, e.g. 'bench-*-c8').",
+            ),
+            click.option(
                 "--stage-map",
                 type=click.Path(dir_okay=False),
                 help="TOML file mapping service/operation patterns to stages.",
@@ -90,10 +95,13 @@ def _load(
     operation: str | None,
     limit: int | None,
     since: str | None,
+    run: str | None = None,
 ) -> Any:
     from tracer.analysis import load
 
-    return load(list(sources), service=service, operation=operation, limit=limit, since=since)
+    return load(
+        list(sources), service=service, operation=operation, limit=limit, since=since, run=run
+    )
 
 
 def _stage_map(path: str | None) -> Any:
@@ -175,6 +183,7 @@ def analyze(
     operation: str | None,
     limit: int | None,
     since: str | None,
+    run_name: str | None,
     stage_map: str | None,
 ) -> None:
     """Attribute each trace's time to stages along its critical path and aggregate.
@@ -187,7 +196,7 @@ def analyze(
 
     prices = _parse_prices(price)
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since)
+    traces = _load(sources, service, operation, limit, since, run_name)
     result = run(traces, group_by, smap)
     _render(
         fmt,
@@ -221,13 +230,14 @@ def whatif(
     operation: str | None,
     limit: int | None,
     since: str | None,
+    run_name: str | None,
     stage_map: str | None,
 ) -> None:
     """Project "STAGE becomes K times faster" onto the real traces."""
     from tracer.analysis import render, what_if
 
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since)
+    traces = _load(sources, service, operation, limit, since, run_name)
     result = what_if(traces, stage, speedup, smap)
     _render(
         fmt,
@@ -348,6 +358,7 @@ def report(
     operation: str | None,
     limit: int | None,
     since: str | None,
+    run_name: str | None,
     stage_map: str | None,
 ) -> None:
     """Write one self-contained HTML report: share bars, percentiles, waterfalls.
@@ -362,7 +373,7 @@ def report(
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since)
+    traces = _load(sources, service, operation, limit, since, run_name)
     views: dict[str, Any] = {}
     if whatif_stage is not None and speedup is not None:
         views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
@@ -373,6 +384,87 @@ def report(
     _emit(
         render.to_html(_full_report(traces, smap, sources, jaeger_url, group_by, **views)), output
     )
+
+
+@main.command()
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--budget",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="TOML file of limits: [e2e], [ttft], [stage.NAME] with p50_ms, p90_ms, p99_ms, "
+    "share_max, tail_share_max.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+)
+@_source_options
+def check(
+    sources: tuple[str, ...],
+    budget: str,
+    fmt: str,
+    service: str | None,
+    operation: str | None,
+    limit: int | None,
+    since: str | None,
+    run_name: str | None,
+    stage_map: str | None,
+) -> None:
+    """Check the traces against a latency budget; exit 1 when any limit is exceeded.
+
+    Prints one PASS or FAIL line per limit with the measured value, for CI after a
+    load test: hoptrace check spans.db --budget budget.toml
+    """
+    from tracer.analysis import analyze as run
+    from tracer.analysis import render
+    from tracer.analysis.budget import check_budget, load_budget
+
+    limits = load_budget(budget)
+    result = run(
+        _load(sources, service, operation, limit, since, run_name), "stage", _stage_map(stage_map)
+    )
+    verdicts = check_budget(result, limits)
+    failed = [v for v in verdicts if not v.passed]
+    if fmt == "json":
+        click.echo(
+            render.dumps(
+                {
+                    "traces": result.traces,
+                    "passed": not failed,
+                    "checks": [
+                        {
+                            "scope": v.scope,
+                            "key": v.key,
+                            "limit": v.limit,
+                            "measured": round(v.measured, 4),
+                            "passed": v.passed,
+                        }
+                        for v in verdicts
+                    ],
+                }
+            ).rstrip("\n")
+        )
+    else:
+        width = max(len(f"{v.scope} {v.key}") for v in verdicts)
+        for v in verdicts:
+            share = v.key in ("share_max", "tail_share_max")
+            shown = f"{v.measured:.3f}" if share else f"{v.measured:,.1f} ms"
+            bound = f"{v.limit:g}" if share else f"{v.limit:,.1f} ms"
+            sign = "<=" if v.passed else ">"
+            click.echo(
+                f"{'PASS' if v.passed else 'FAIL'}  {f'{v.scope} {v.key}':<{width}}  "
+                f"{shown} {sign} {bound}"
+            )
+        click.echo(
+            f"{len(verdicts) - len(failed)} of {len(verdicts)} limits met over "
+            f"{result.traces} traces" + (f"; {len(failed)} exceeded" if failed else "")
+        )
+    if failed:
+        sys.exit(1)
 
 
 @main.command()

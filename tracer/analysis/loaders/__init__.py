@@ -49,6 +49,7 @@ def load(
     operation: str | None = None,
     limit: int | None = None,
     since: str | None = None,
+    run: str | None = None,
 ) -> TraceSet:
     """Load every source into one :class:`TraceSet`.
 
@@ -58,6 +59,7 @@ def load(
         operation: keep the traces that contain a span of this operation.
         limit: keep the most recent N traces.
         since: keep the traces that started within this duration (``15m``, ``2h``).
+        run: keep the traces with a span whose ``hoptrace.run`` matches this glob.
 
     Raises:
         SourceError: a source that does not exist or cannot be opened.
@@ -100,7 +102,7 @@ def load(
                 f"trace source {text!r} does not exist; give a trace file, a folder, a span "
                 "store or a Jaeger URL such as http://localhost:16686"
             )
-    traceset = traceset.keep(service, operation)
+    traceset = traceset.keep(service, operation, run)
     if since_ns is not None:
         traceset.traces = {
             tid: spans

@@ -1,0 +1,160 @@
+"""Latency budgets: limits per stage and end to end, checked against an analysis.
+
+A budget file (TOML)::
+
+    [e2e]
+    p50_ms = 700
+    p90_ms = 900
+
+    [ttft]            # time to first token as the client sees it (streams)
+    p90_ms = 400
+
+    [stage.inference]
+    share_max = 0.5
+    p90_ms = 400
+
+Keys: ``p50_ms``, ``p90_ms``, ``p99_ms`` everywhere; ``share_max`` and
+``tail_share_max`` (fractions of the critical path, 0..1) for stages. Unknown tables,
+keys and stages are errors, so a typo cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer._errors import ConfigError
+from tracer.analysis.aggregate import Analysis, Stats
+
+__all__ = ["Limit", "Verdict", "check_budget", "load_budget"]
+
+PERCENTILE_KEYS = ("p50_ms", "p90_ms", "p99_ms")
+SHARE_KEYS = ("share_max", "tail_share_max")
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """One line of a budget: ``scope`` is ``e2e``, ``ttft`` or ``stage.NAME``."""
+
+    scope: str
+    key: str
+    limit: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A limit with the measured value."""
+
+    scope: str
+    key: str
+    limit: float
+    measured: float
+
+    @property
+    def passed(self) -> bool:
+        """Measured at or under the limit."""
+        return self.measured <= self.limit
+
+
+def _number(where: str, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    number = float(value)
+    if number < 0:
+        raise ConfigError(f"{where}: {key} must not be negative, got {value!r}")
+    if key in SHARE_KEYS and number > 1:
+        raise ConfigError(f"{where}: {key} is a fraction of the time (0..1), got {value!r}")
+    return number
+
+
+def _limits(where: str, scope: str, table: object, allowed: tuple[str, ...]) -> list[Limit]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [{scope}] must be a table of limits")
+    out = []
+    for key, value in table.items():
+        if key not in allowed:
+            raise ConfigError(
+                f"{where}: [{scope}] has unknown key {key!r}; allowed: {', '.join(allowed)}"
+            )
+        out.append(Limit(scope, key, _number(f"{where} [{scope}]", key, value)))
+    return out
+
+
+def load_budget(path: str | Path) -> list[Limit]:
+    """Read a budget file.
+
+    Raises:
+        ConfigError: unreadable file, bad TOML, unknown tables or keys, bad values.
+    """
+    where = str(path)
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"budget file {where} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read budget file {where}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where} is not valid TOML: {exc}") from None
+    limits: list[Limit] = []
+    for name, table in data.items():
+        if name in ("e2e", "ttft"):
+            limits += _limits(where, name, table, PERCENTILE_KEYS)
+        elif name == "stage":
+            if not isinstance(table, dict):
+                raise ConfigError(f"{where}: use [stage.NAME] tables, e.g. [stage.inference]")
+            for stage, limits_of_stage in table.items():
+                limits += _limits(
+                    where, f"stage.{stage}", limits_of_stage, PERCENTILE_KEYS + SHARE_KEYS
+                )
+        else:
+            raise ConfigError(f"{where}: unknown table [{name}]; use [e2e], [ttft] or [stage.NAME]")
+    if not limits:
+        raise ConfigError(f"{where} sets no limits")
+    return limits
+
+
+def _percentile(stats: Stats, key: str) -> float:
+    return float(getattr(stats, key.removesuffix("_ms")))
+
+
+def check_budget(analysis: Analysis, limits: list[Limit]) -> list[Verdict]:
+    """Measure every limit on ``analysis`` (grouped by stage).
+
+    Raises:
+        ConfigError: the analysis is not by stage, a budget stage is not in the traces,
+            or a ``[ttft]`` budget meets traces without first-token marks.
+    """
+    if analysis.group_by != "stage":
+        raise ConfigError("budgets are checked on an analysis grouped by stage")
+    groups = {g.name: g for g in analysis.groups}
+    unknown = sorted(
+        {lim.scope.removeprefix("stage.") for lim in limits if lim.scope.startswith("stage.")}
+        - set(groups)
+    )
+    if unknown:
+        raise ConfigError(
+            f"the budget names stages the traces do not have: {', '.join(unknown)}; "
+            f"stages in the traces: {', '.join(sorted(groups))}"
+        )
+    verdicts = []
+    for lim in limits:
+        if lim.scope == "e2e":
+            measured = _percentile(analysis.e2e, lim.key)
+        elif lim.scope == "ttft":
+            if analysis.ttft is None:
+                raise ConfigError(
+                    "the budget has [ttft] but no trace carries a first-token mark "
+                    "(streamed requests traced with hoptrace.mark_first_token)"
+                )
+            measured = _percentile(analysis.ttft, lim.key)
+        else:
+            group = groups[lim.scope.removeprefix("stage.")]
+            if lim.key == "share_max":
+                measured = group.share
+            elif lim.key == "tail_share_max":
+                measured = group.tail_share
+            else:
+                measured = float(getattr(group, lim.key))
+        verdicts.append(Verdict(lim.scope, lim.key, lim.limit, measured))
+    return verdicts
