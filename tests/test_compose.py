@@ -57,3 +57,20 @@ def test_each_upstream_points_at_a_service_and_its_port():
         assert url.hostname == target
         assert str(url.port) == _arg(services[target]["command"], "--port")
     assert "8000:8000" in services["gateway"]["ports"]
+
+
+def test_the_client_benchmarks_the_gateway_once_it_is_healthy():
+    services, config = _load()
+    client = services["client"]
+    assert client["entrypoint"] == ["hoptrace", "bench"]
+    url = urlparse(client["command"][0])
+    assert url.hostname == "gateway" and url.path == "/v1"
+    assert str(url.port) == _arg(services["gateway"]["command"], "--port")
+    assert _arg(client["command"], "--api-key") == _arg(services["gateway"]["command"], "--api-key")
+    assert client["depends_on"]["gateway"]["condition"] == "service_healthy"
+    probe = " ".join(services["gateway"]["healthcheck"]["test"])
+    assert f":{_arg(services['gateway']['command'], '--port')}/" in probe
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    endpoint = urlparse(client["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    assert endpoint.hostname == "otel-collector" and str(endpoint.port) == http.rsplit(":", 1)[1]
+    assert client["environment"]["OTEL_SERVICE_NAME"] == "client"
