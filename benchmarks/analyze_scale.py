@@ -3,21 +3,24 @@
 Generates about 90,000 traces of the seven-stage chain (11 spans each, varied
 timings) as OTLP JSON lines, then, in one run, times (a) ``json.loads`` of every line
 in this process and (b) ``hoptrace analyze FILE --format json`` end to end as a child
-process, and reports the child's peak memory. Targets: (b) at most 3x (a), peak
-memory under 2 GiB.
+process, and reports the peak memory of its whole process tree (the analyzer forks
+one worker per CPU for a large file; the sum of their resident sizes, sampled every
+20 ms from /proc). Targets: (b) at most 3x (a), peak memory under 2 GiB. For
+comparison it also times the serial path (HOPTRACE_WORKERS=1).
 
-    python benchmarks/analyze_scale.py [--traces 90000] [--keep FILE]
+    python benchmarks/analyze_scale.py [--traces 90000] [--keep FILE] [--no-serial]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -51,10 +54,66 @@ def generate(path: Path, traces: int, per_line: int = 8) -> int:
     return spans
 
 
+def _tree_rss_kib(root: int) -> int:
+    """Resident KiB of ``root`` and all its descendants (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields["PPid"]), []).append(pid)
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_analyze(path: Path, workers: str | None) -> tuple[float, float, dict]:
+    """Wall seconds, peak MiB of the process tree, and the JSON result."""
+    env = dict(os.environ)
+    if workers is not None:
+        env["HOPTRACE_WORKERS"] = workers
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss_kib(proc.pid))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, err = proc.communicate()
+    elapsed = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    if proc.returncode != 0:
+        sys.exit(f"hoptrace analyze failed: {err.decode()}")
+    return elapsed, peak / 1024, json.loads(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=90_000)
     parser.add_argument("--keep", type=Path, help="write the generated file here and keep it")
+    parser.add_argument("--no-serial", action="store_true", help="skip the serial comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "traces.jsonl"
@@ -71,24 +130,26 @@ def main() -> None:
                 json.loads(line)
         parse_s = time.perf_counter() - start
 
-        start = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json"],
-            capture_output=True,
-        )
-        analyze_s = time.perf_counter() - start
-        peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        if proc.returncode != 0:
-            sys.exit(f"hoptrace analyze failed: {proc.stderr.decode()}")
-        out = orjson.loads(proc.stdout)
+        analyze_s, peak_mib, out = run_analyze(path, None)
+        serial = None if args.no_serial else run_analyze(path, "1")
     ratio = analyze_s / parse_s
     print(f"file:                    {size_mb:,.0f} MB, {spans:,} spans, {out['traces']:,} traces")
     print(f"json.loads every line:   {parse_s:.2f} s")
-    print(f"hoptrace analyze (json): {analyze_s:.2f} s, peak memory {peak_mib:,.0f} MiB")
+    print(
+        f"hoptrace analyze (json): {analyze_s:.2f} s on {os.cpu_count()} CPUs, "
+        f"peak memory {peak_mib:,.0f} MiB (all processes)"
+    )
     print(
         f"ratio analyze/parse:     {ratio:.2f}x (target <= 3x: {'PASS' if ratio <= 3 else 'FAIL'}; "
         f"memory < 2048 MiB: {'PASS' if peak_mib < 2048 else 'FAIL'})"
     )
+    if serial is not None:
+        s_s, s_peak, s_out = serial
+        same = "same result" if s_out == out else "RESULTS DIFFER"
+        print(
+            f"serial (HOPTRACE_WORKERS=1): {s_s:.2f} s, {s_s / parse_s:.2f}x, peak "
+            f"{s_peak:,.0f} MiB; {same}"
+        )
     print(f"e2e P50/P90 ms:          {out['e2e_ms']['p50']:.1f} / {out['e2e_ms']['p90']:.1f}")
 
 

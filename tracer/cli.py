@@ -104,6 +104,32 @@ def _load(
     )
 
 
+def _analyze_big_files(
+    sources: tuple[str, ...],
+    group_by: str,
+    smap: Any,
+    service: str | None,
+    operation: str | None,
+    since: str | None,
+    run_name: str | None,
+) -> Any:
+    """Large OTLP JSON-lines files on every core (None when that path does not apply)."""
+    import time
+
+    from tracer.analysis import parse_duration
+    from tracer.analysis._bigfile import analyze_files, default_workers, eligible
+
+    if not sources or any(s.startswith(("http://", "https://")) for s in sources):
+        return None
+    paths = [Path(s).expanduser() for s in sources]
+    workers = default_workers()
+    if workers < 2 or not eligible(paths):
+        return None
+    since_ns = time.time_ns() - int(parse_duration(since) * 1e9) if since else None
+    filters = {"service": service, "operation": operation, "run": run_name, "since_ns": since_ns}
+    return analyze_files(paths, group_by, smap, workers, filters)
+
+
 def _stage_map(path: str | None) -> Any:
     if not path:
         return None
@@ -196,8 +222,12 @@ def analyze(
 
     prices = _parse_prices(price)
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since, run_name)
-    result = run(traces, group_by, smap)
+    result = None
+    if fmt != "html" and limit is None:
+        result = _analyze_big_files(sources, group_by, smap, service, operation, since, run_name)
+    if result is None:
+        traces = _load(sources, service, operation, limit, since, run_name)
+        result = run(traces, group_by, smap)
     _render(
         fmt,
         output,

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
+from tracer.analysis._parallel import gc_paused
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
 from tracer.analysis.prepare import PreparedTrace, StageMap, TraceIssues, prepare
 from tracer.analysis.traceset import TraceSet
@@ -131,6 +132,16 @@ class _IssueTally:
         self.orphans = self.skew = self.skipped_traces = self.skipped_spans = 0
         self.messages: list[str] = []
 
+    def merge(self, other: _IssueTally) -> None:
+        """Add another tally's counts and new messages."""
+        self.orphans += other.orphans
+        self.skew += other.skew
+        self.skipped_traces += other.skipped_traces
+        self.skipped_spans += other.skipped_spans
+        for m in other.messages:
+            if m not in self.messages:
+                self.messages.append(m)
+
     def add(self, issues: TraceIssues) -> None:
         self.orphans += issues.orphans
         self.skew += issues.skew_adjusted
@@ -166,8 +177,9 @@ def analyze(
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     tally = _IssueTally()
-    breakdowns = [break_down(t, group_by) for t in iter_prepared(traceset, tally, stage_map)]
-    return aggregate(breakdowns, group_by, traceset, tally)
+    with gc_paused():
+        breakdowns = [break_down(t, group_by) for t in iter_prepared(traceset, tally, stage_map)]
+        return aggregate(breakdowns, group_by, traceset, tally)
 
 
 def aggregate(
@@ -177,6 +189,9 @@ def aggregate(
     lw = traceset.warnings
     messages = list(lw.messages) + [m for m in tally.messages if m not in lw.messages]
     skipped_traces = lw.skipped_traces + tally.skipped_traces
+    # One order whatever the source order or the number of workers: exemplar ties and
+    # the JSON come out the same.
+    breakdowns = sorted(breakdowns, key=lambda b: (b.start_ns, b.trace_id))
     if not breakdowns:
         reason = messages[0] if messages else "the source holds no spans"
         raise NoUsableDataError(f"no trace could be analysed: {reason}")

@@ -54,6 +54,12 @@ def group_key(trace: PreparedTrace, i: int, group_by: str) -> str:
 
 def _sum_groups(trace: PreparedTrace, own: dict[int, int], group_by: str) -> dict[str, int]:
     groups: dict[str, int] = {}
+    if group_by == "stage":
+        stage = trace.stage
+        for i, t in own.items():
+            key = stage[i]
+            groups[key] = groups.get(key, 0) + t
+        return groups
     for i, t in own.items():
         key = group_key(trace, i, group_by)
         groups[key] = groups.get(key, 0) + t
@@ -78,11 +84,14 @@ def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
     # Usage is counted on the innermost spans that carry it, so that an app span and the
     # model server span recording the same call are not counted twice.
     n = len(trace.spans)
-    carries = [
-        attrs.GEN_AI_INPUT_TOKENS in s.attributes or attrs.GEN_AI_OUTPUT_TOKENS in s.attributes
-        for s in trace.spans
-    ]
-    if not any(carries):
+    tin_key, tout_key = attrs.GEN_AI_INPUT_TOKENS, attrs.GEN_AI_OUTPUT_TOKENS
+    carries = [False] * n
+    found = False
+    for i, s in enumerate(trace.spans):
+        a = s.attributes
+        if a and (tin_key in a or tout_key in a):
+            carries[i] = found = True
+    if not found:
         return None, None, None
     below = [False] * n
     for i in reversed(trace.order):
@@ -112,8 +121,9 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
     own = own_times(trace.root, trace.children, trace.start, trace.end)
     groups = _sum_groups(trace, own, group_by)
     hops: dict[tuple[str, str], int] = {}
+    hop_of = trace.hop
     for i, t in own.items():
-        hop = trace.hop[i]
+        hop = hop_of[i]
         if hop is not None:
             hops[hop] = hops.get(hop, 0) + t
     root_start = trace.start[trace.root]
@@ -126,9 +136,9 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
         ttft_groups = _sum_groups(trace, t_own, group_by)
         ttft_ns = point - root_start
     inner = None
+    spans, stage = trace.spans, trace.stage
     for i in trace.order:
-        s = trace.spans[i]
-        if s.first_token_ns is not None and trace.stage[i] == "inference":
+        if spans[i].first_token_ns is not None and stage[i] == "inference":
             inner = i  # the last in top-down order: the innermost
     if inner is not None:
         s = trace.spans[inner]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,18 +19,23 @@ from tracer.analysis.model import LoadWarnings, Span, kind_from_name
 __all__ = ["normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
 
 
+_ZEROS = {16: "0" * 16, 32: "0" * 32}
+# Service, stage and operation names repeat across millions of spans: one string
+# object each saves memory and makes pickling between workers cheap (memo hits).
+_intern = sys.intern
+
+
 def normalize_id(value: Any, width: int) -> str | None:
     """Lower-case hex id padded to ``width`` hex digits; None for empty or all-zero ids.
 
     Accepts hex (padded or not) and base64 of the raw bytes.
     """
     if type(value) is str and len(value) == width:
-        try:  # the common case: already hex of the right width
-            bytes.fromhex(value)
-        except ValueError:
-            pass
-        else:
-            return value.lower() if value.strip("0") else None
+        # The common case, hex of the right width: no further check (a non-hex id of
+        # that width still works as a key; base64 of the same bytes is shorter).
+        if value == _ZEROS[width]:
+            return None
+        return value if value.islower() or value.isdigit() else value.lower()
     if value is None:
         return None
     if isinstance(value, (bytes, bytearray)):
@@ -84,10 +90,19 @@ def _any_value(value: Any) -> Any:
 
 def _attr_dict(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    if isinstance(items, list):
+    if type(items) is list:
         for kv in items:
-            if isinstance(kv, dict) and "key" in kv:
-                out[kv["key"]] = _any_value(kv.get("value"))
+            try:
+                value = kv["value"]
+                # Strings are most attributes: take them without a call.
+                out[kv["key"]] = (
+                    value["stringValue"]
+                    if type(value) is dict and "stringValue" in value
+                    else _any_value(value)
+                )
+            except (KeyError, TypeError):
+                if isinstance(kv, dict) and "key" in kv:
+                    out[kv["key"]] = _any_value(kv.get("value"))
     return out
 
 
@@ -115,7 +130,7 @@ def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
             warnings.skip("a resourceSpans entry that is not an object was skipped", 0)
             continue
         resource = _attr_dict((rs.get("resource") or {}).get("attributes"))
-        service = str(resource.get("service.name") or "unknown_service")
+        service = _intern(str(resource.get("service.name") or "unknown_service"))
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         for ss in scopes if isinstance(scopes, list) else []:
             spans = ss.get("spans") if isinstance(ss, dict) else None
@@ -126,6 +141,71 @@ def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
 
 
 def _span_from_json(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
+    # The fast path: a well-formed span as the SDK exporters and the Collector write it.
+    # Anything unusual falls through to the careful path below.
+    try:
+        trace_id = raw["traceId"]
+        span_id = raw["spanId"]
+        if (
+            type(trace_id) is str
+            and len(trace_id) == 32
+            and type(span_id) is str
+            and len(span_id) == 16
+            and (trace_id.islower() or trace_id.isdigit())
+            and (span_id.islower() or span_id.isdigit())
+        ):
+            start_ns = int(raw["startTimeUnixNano"])
+            end_ns = int(raw["endTimeUnixNano"])
+            kind = raw.get("kind", 0)
+            parent = raw.get("parentSpanId")
+            if (
+                0 < start_ns <= end_ns
+                and type(kind) is int
+                and 0 <= kind <= 5
+                and trace_id != _ZEROS[32]
+                and span_id != _ZEROS[16]
+                and (not parent or (type(parent) is str and len(parent) == 16))
+            ):
+                attributes = _attr_dict(raw.get("attributes"))
+                stage = attributes.get(attrs.STAGE)
+                events = raw.get("events")
+                status = raw.get("status")
+                name = raw.get("name")
+                return Span(
+                    trace_id,
+                    span_id,
+                    normalize_id(parent, 16) if parent else None,
+                    service,
+                    _intern(name) if type(name) is str else str(name or ""),
+                    kind,
+                    start_ns,
+                    end_ns,
+                    _intern(stage) if type(stage) is str else _stage_text(stage),
+                    _status_code(status.get("code", 0)) if type(status) is dict else 0,
+                    _first_token(start_ns, events, attributes),
+                    attributes,
+                )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    return _span_from_json_careful(raw, service, warnings)
+
+
+def _stage_text(stage: Any) -> str | None:
+    return str(stage) if stage is not None else None
+
+
+def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
+    if events and type(events) is list:
+        event_list = [
+            (e.get("name"), int(e.get("timeUnixNano") or 0)) for e in events if type(e) is dict
+        ]
+        return first_token_ns(start_ns, event_list, attributes)
+    if attrs.GEN_AI_TIME_TO_FIRST_CHUNK in attributes:
+        return first_token_ns(start_ns, (), attributes)
+    return None
+
+
+def _span_from_json_careful(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
     if not isinstance(raw, dict):
         warnings.skip("a span that is not an object was skipped")
         return None

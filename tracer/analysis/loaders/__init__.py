@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
+from tracer.analysis._parallel import gc_paused
 from tracer.analysis.loaders.files import load_file
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.store import load_store
@@ -65,6 +66,18 @@ def load(
         SourceError: a source that does not exist or cannot be opened.
         ConfigError: a bad ``since`` or ``limit``.
     """
+    with gc_paused():
+        return _load(sources, service, operation, limit, since, run)
+
+
+def _load(
+    sources: Sequence[str | Path],
+    service: str | None,
+    operation: str | None,
+    limit: int | None,
+    since: str | None,
+    run: str | None,
+) -> TraceSet:
     if limit is not None and limit <= 0:
         raise ConfigError(f"limit must be a positive number of traces, got {limit!r}")
     lookback_s = parse_duration(since) if since else None

@@ -1,0 +1,101 @@
+"""The parallel path for large OTLP JSON-lines files gives the serial path's numbers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tracer.analysis import analyze, load
+from tracer.analysis._bigfile import analyze_files, eligible
+from tracer.analysis.render import analysis_dict
+from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def _split_file(path: Path, traces: int = 60) -> Path:
+    """Each trace's client and gateway spans in the first half of the file, its app and
+    model spans in the second half, as batches from different services arrive."""
+    early, late = [], []
+    for i in range(traces):
+        ms = {**SEED_MS, "inference": 700.0 + 13 * i, "auth": 50.0 + (i % 5) * 30}
+        spans = chain_trace(f"{i + 1:032x}", T0 + i * 5000 * MS, ms, model_ttft_ms=120.0)
+        root = next(s for s in spans if s.parent_id is None)
+        root.attributes["hoptrace.run"] = "even" if i % 2 == 0 else "odd"
+        front = [s for s in spans if s.service in ("client", "gateway")]
+        back = [s for s in spans if s.service not in ("client", "gateway")]
+        early.append(orjson.dumps(to_otlp_json(front)))
+        late.append(orjson.dumps(to_otlp_json(back)))
+    path.write_bytes(b"\n".join(early + [b"not json at all", b'{"other": 1}'] + late) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_split_traces_are_joined_and_numbers_match_serial(tmp_path, workers):
+    path = _split_file(tmp_path / "split.jsonl")
+    serial = analyze(load([path]))
+    parallel = analyze_files([path], "stage", None, workers)
+    assert parallel.traces == serial.traces == 60
+    assert analysis_dict(parallel) == analysis_dict(serial)
+    # The bad lines were counted, not lost.
+    assert parallel.warnings.messages and serial.warnings.messages
+    assert any("not JSON" in m for m in parallel.warnings.messages)
+
+
+def test_filters_apply_to_whole_traces(tmp_path):
+    path = _split_file(tmp_path / "split.jsonl")
+    for filters, kwargs in (
+        ({"run": "even"}, {"run": "even"}),
+        ({"service": "model"}, {"service": "model"}),
+        ({"operation": "nope"}, {"operation": "nope"}),
+    ):
+        traces = load([path], **kwargs)
+        if not traces.traces:
+            with pytest.raises(Exception, match="no trace"):
+                analyze_files([path], "stage", None, 2, filters)
+            continue
+        assert analysis_dict(analyze_files([path], "stage", None, 2, filters)) == analysis_dict(
+            analyze(traces)
+        )
+
+
+def test_only_large_otlp_lines_files_are_eligible(tmp_path, monkeypatch):
+    path = _split_file(tmp_path / "split.jsonl")
+    assert not eligible([path])  # small
+    monkeypatch.setenv("HOPTRACE_PARALLEL_MIN_BYTES", "1")
+    assert eligible([path])
+    jaeger = tmp_path / "j.json"
+    jaeger.write_text('{"data": []}')
+    assert not eligible([path, jaeger])
+    assert not eligible([tmp_path])
+
+
+def test_cli_takes_the_parallel_path_with_the_same_output(tmp_path):
+    path = _split_file(tmp_path / "split.jsonl")
+    outputs = []
+    for workers in ("1", "2"):
+        env = dict(os.environ, HOPTRACE_WORKERS=workers, HOPTRACE_PARALLEL_MIN_BYTES="1")
+        done = subprocess.run(
+            [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json"],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(orjson.loads(done.stdout))
+    assert outputs[0] == outputs[1]
+    assert outputs[0]["traces"] == 60
+    bad = subprocess.run(
+        [sys.executable, "-m", "tracer.cli", "analyze", str(path)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HOPTRACE_WORKERS="zero"),
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "HOPTRACE_WORKERS must be a positive integer" in bad.stderr
