@@ -51,11 +51,21 @@ def _tracing_reachable() -> str | None:
     return endpoint
 
 
-def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
-    """Load ``source`` until it holds every trace in ``ids`` with a server span, or the
-    deadline passes; returns the TraceSet restricted to ``ids`` (maybe partial)."""
-    from tracer.analysis import TraceSet, load
+def _complete(spans: list[Any]) -> bool:
+    """A server answered and every span's parent has arrived (services export on their
+    own timers: a trace can be in the store with its gateway spans still on the way)."""
     from tracer.analysis.model import KIND_SERVER
+
+    ids = {s.span_id for s in spans}
+    return any(s.kind == KIND_SERVER for s in spans) and all(
+        s.parent_id is None or s.parent_id in ids for s in spans
+    )
+
+
+def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
+    """Load ``source`` until every trace in ``ids`` is complete, or the deadline
+    passes; returns the TraceSet restricted to ``ids`` (maybe partial)."""
+    from tracer.analysis import TraceSet, load
 
     end = time.monotonic() + deadline_s
     while True:
@@ -66,7 +76,7 @@ def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
         except Exception:  # noqa: BLE001 - a store still empty, Jaeger still indexing
             traces = TraceSet({})
         have = {t: s for t, s in traces.traces.items() if t in ids}
-        complete = {t for t, s in have.items() if any(x.kind == KIND_SERVER for x in s)}
+        complete = {t for t, s in have.items() if _complete(s)}
         if complete >= ids or time.monotonic() > end:
             return TraceSet(have, traces.warnings)
         time.sleep(0.3)
@@ -92,6 +102,12 @@ def _traces_of(
     missing = len(wanted) - len(traces.traces)
     if missing:
         notes.append(f"{missing} of {len(wanted)} traces were not found in {source}")
+    partial = sum(1 for spans in traces.traces.values() if not _complete(spans))
+    if partial:
+        notes.append(
+            f"{partial} traces were still incomplete after {wait_s:g} s (--traces-wait); "
+            "their missing spans count as time of the spans above them"
+        )
     return traces
 
 
