@@ -138,14 +138,23 @@ def _stage_map(path: str | None) -> Any:
     return load_stage_map(path)
 
 
+_group_by_option = click.option(
+    "--group-by",
+    type=click.Choice(("stage", "service", "operation")),
+    default="stage",
+    show_default=True,
+)
+_jaeger_option = click.option(
+    "--jaeger-url",
+    default="http://localhost:16686",
+    show_default=True,
+    envvar="HOPTRACE_JAEGER_URL",
+    help="Jaeger UI base URL for the trace links of the HTML report.",
+)
+
+
 def _format_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    func = click.option(
-        "--jaeger-url",
-        default="http://localhost:16686",
-        show_default=True,
-        envvar="HOPTRACE_JAEGER_URL",
-        help="Jaeger UI base URL for the trace links of the HTML report.",
-    )(func)
+    func = _jaeger_option(func)
     func = click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")(
         func
     )
@@ -184,12 +193,7 @@ def _source_label(sources: tuple[str, ...]) -> str:
 
 @main.command()
 @click.argument("sources", nargs=-1)
-@click.option(
-    "--group-by",
-    type=click.Choice(("stage", "service", "operation")),
-    default="stage",
-    show_default=True,
-)
+@_group_by_option
 @click.option(
     "--price",
     multiple=True,
@@ -233,13 +237,7 @@ def analyze(
         output,
         lambda: render.analysis_dict(result, prices),
         lambda: render.analysis_sections(result, prices),
-        lambda: render.Report(
-            title=f"Where the time goes: {result.traces} traces",
-            source=_source_label(sources),
-            analysis=result,
-            waterfalls=render.exemplar_waterfalls(result, traces, smap),
-            jaeger_url=jaeger_url,
-        ),
+        lambda: _report_of(result, traces, smap, sources, jaeger_url),
     )
 
 
@@ -281,12 +279,7 @@ def whatif(
 @main.command()
 @click.argument("baseline")
 @click.argument("candidate")
-@click.option(
-    "--group-by",
-    type=click.Choice(("stage", "service", "operation")),
-    default="stage",
-    show_default=True,
-)
+@_group_by_option
 @_format_option
 @click.option("--stage-map", type=click.Path(dir_okay=False))
 def compare(
@@ -333,9 +326,20 @@ def _full_report(
     **views: Any,
 ) -> Any:
     from tracer.analysis import analyze as run
+
+    return _report_of(run(traces, group_by, smap), traces, smap, sources, jaeger_url, **views)
+
+
+def _report_of(
+    result: Any,
+    traces: Any,
+    smap: Any,
+    sources: tuple[str, ...],
+    jaeger_url: str,
+    **views: Any,
+) -> Any:
     from tracer.analysis import render
 
-    result = run(traces, group_by, smap)
     return render.Report(
         title=f"Where the time goes: {result.traces} traces",
         source=_source_label(sources),
@@ -356,25 +360,14 @@ def _full_report(
     show_default=True,
     help="The HTML file to write.",
 )
-@click.option(
-    "--group-by",
-    type=click.Choice(("stage", "service", "operation")),
-    default="stage",
-    show_default=True,
-)
+@_group_by_option
 @click.option("--stage", "whatif_stage", help="Add the what-if view for this stage.")
 @click.option("--speedup", type=float, help="With --stage: how many times faster.")
 @click.option(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
-@click.option(
-    "--jaeger-url",
-    default="http://localhost:16686",
-    show_default=True,
-    envvar="HOPTRACE_JAEGER_URL",
-    help="Jaeger UI base URL for the trace links.",
-)
+@_jaeger_option
 @_source_options
 def report(
     sources: tuple[str, ...],

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import orjson
 import pytest
 
+from tests.helpers import hoptrace
 from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
 from tracer.analysis.synthetic import chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracer.cli", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 def _good_line(i: int) -> bytes:
@@ -62,7 +55,7 @@ def test_unusable_file_is_one_line_error_and_nonzero_exit(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(NoUsableDataError):
         analyze(load([path]))
-    proc = _run("analyze", str(path))
+    proc = hoptrace("analyze", str(path))
     assert proc.returncode == 2
     assert proc.stderr.startswith("hoptrace: error: no trace could be analysed")
     assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
@@ -71,7 +64,7 @@ def test_unusable_file_is_one_line_error_and_nonzero_exit(tmp_path, content):
 def test_unreachable_jaeger_url_is_a_clear_error():
     from collector import free_port
 
-    proc = _run("analyze", f"http://127.0.0.1:{free_port()}", "--service", "x")
+    proc = hoptrace("analyze", f"http://127.0.0.1:{free_port()}", "--service", "x")
     assert proc.returncode == 2
     assert "did not answer" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.helpers import hoptrace
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "budget-demo.toml"
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracer.cli", *args], capture_output=True, text=True, timeout=60
-    )
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +40,7 @@ def test_budget_met_exits_0_with_a_pass_line_per_limit(seed, tmp_path):
         tmp_path,
         "[e2e]\np50_ms = 1700\np90_ms = 1700\n[stage.inference]\nshare_max = 0.7\np90_ms = 1000\n",
     )
-    done = _run("check", str(seed), "--budget", budget)
+    done = hoptrace("check", str(seed), "--budget", budget)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert [line.split()[0] for line in lines[:4]] == ["PASS"] * 4
@@ -60,12 +53,12 @@ def test_budget_met_exits_0_with_a_pass_line_per_limit(seed, tmp_path):
 
 def test_budget_exceeded_exits_1_and_names_the_line(seed, tmp_path):
     budget = _budget(tmp_path, "[e2e]\np50_ms = 700\n[stage.inference]\nshare_max = 0.5\n")
-    done = _run("check", str(seed), "--budget", budget)
+    done = hoptrace("check", str(seed), "--budget", budget)
     assert done.returncode == 1
     assert "FAIL  e2e p50_ms" in done.stdout and "1,600.0 ms > 700.0 ms" in done.stdout
     assert "FAIL  stage.inference share_max  0.625 > 0.5" in done.stdout
     assert done.stdout.splitlines()[-1].endswith("; 2 exceeded")
-    js = _run("check", str(seed), "--budget", budget, "--format", "json")
+    js = hoptrace("check", str(seed), "--budget", budget, "--format", "json")
     assert js.returncode == 1
     data = orjson.loads(js.stdout)
     assert data["passed"] is False
@@ -86,14 +79,14 @@ def test_after_a_100x_model_the_network_budget_fails(tmp_path):
         )
     )
     budget = _budget(tmp_path, "[e2e]\np50_ms = 700\n[stage.network]\nshare_max = 0.25\n")
-    done = _run("check", str(path), "--budget", budget)
+    done = hoptrace("check", str(path), "--budget", budget)
     assert done.returncode == 1
     assert "PASS  e2e p50_ms" in done.stdout and "610.0 ms <= 700.0 ms" in done.stdout
     assert "FAIL  stage.network share_max" in done.stdout
 
 
 def test_the_documented_demo_budget_parses_and_passes_the_seed_chain(seed):
-    done = _run("check", str(seed), "--budget", str(EXAMPLE))
+    done = hoptrace("check", str(seed), "--budget", str(EXAMPLE))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("PASS") == 7
 
@@ -112,7 +105,7 @@ def test_the_documented_demo_budget_parses_and_passes_the_seed_chain(seed):
     ],
 )
 def test_bad_budgets_are_one_clear_line_and_exit_2(seed, tmp_path, text, message):
-    done = _run("check", str(seed), "--budget", _budget(tmp_path, text))
+    done = hoptrace("check", str(seed), "--budget", _budget(tmp_path, text))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hoptrace: error: ")
@@ -122,18 +115,18 @@ def test_bad_budgets_are_one_clear_line_and_exit_2(seed, tmp_path, text, message
 def test_ttft_budget_needs_first_token_marks(tmp_path):
     path = tmp_path / "plain.jsonl"
     path.write_bytes(orjson.dumps(to_otlp_json(chain_trace("a" * 32, T0))))
-    done = _run("check", str(path), "--budget", _budget(tmp_path, "[ttft]\np90_ms = 500\n"))
+    done = hoptrace("check", str(path), "--budget", _budget(tmp_path, "[ttft]\np90_ms = 500\n"))
     assert done.returncode == 2
     assert "no trace carries a first-token mark" in done.stderr
 
 
 def test_missing_budget_file(seed, tmp_path):
-    done = _run("check", str(seed), "--budget", str(tmp_path / "nope.toml"))
+    done = hoptrace("check", str(seed), "--budget", str(tmp_path / "nope.toml"))
     assert done.returncode == 2
     assert "does not exist" in done.stderr
 
 
-def test_run_filter_keeps_the_traces_of_one_run(tmp_path):
+def test_run_filter_keeps_the_traces_of_onehoptrace(tmp_path):
     lines = []
     for i in range(6):
         spans = chain_trace(f"{i + 1:032x}", T0 + i * 5000 * MS)
@@ -143,8 +136,8 @@ def test_run_filter_keeps_the_traces_of_one_run(tmp_path):
     path = tmp_path / "runs.jsonl"
     path.write_bytes(b"\n".join(lines))
     for pattern, count in (("bench-1-c8", 4), ("bench-1-c*", 6), ("*-c1", 2)):
-        done = _run("analyze", str(path), "--run", pattern, "--format", "json")
+        done = hoptrace("analyze", str(path), "--run", pattern, "--format", "json")
         assert done.returncode == 0, done.stderr
         assert orjson.loads(done.stdout)["traces"] == count
-    none = _run("analyze", str(path), "--run", "demo-*")
+    none = hoptrace("analyze", str(path), "--run", "demo-*")
     assert none.returncode == 2 and "no trace" in none.stderr

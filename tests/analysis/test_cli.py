@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import orjson
 import pytest
 
+from tests.helpers import hoptrace
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracer.cli", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture
@@ -36,7 +28,7 @@ def seed_file(tmp_path):
 
 
 def test_analyze_json_follows_the_spec_contract(seed_file):
-    proc = _run("analyze", str(seed_file), "--format", "json")
+    proc = hoptrace("analyze", str(seed_file), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     out = orjson.loads(proc.stdout)
     assert out["traces"] == 20 and out["group_by"] == "stage"
@@ -61,7 +53,7 @@ def test_analyze_json_follows_the_spec_contract(seed_file):
 
 def test_analyze_group_by_service_counts_network_apart(seed_file):
     out = orjson.loads(
-        _run("analyze", str(seed_file), "--group-by", "service", "--format", "json").stdout
+        hoptrace("analyze", str(seed_file), "--group-by", "service", "--format", "json").stdout
     )
     names = {g["name"] for g in out["groups"]}
     assert names == {"client", "gateway", "app", "model", "network"}
@@ -69,7 +61,7 @@ def test_analyze_group_by_service_counts_network_apart(seed_file):
 
 def test_whatif_json_and_manager_sentence(seed_file):
     out = orjson.loads(
-        _run(
+        hoptrace(
             "whatif", str(seed_file), "--stage", "inference", "--speedup", "100", "--format", "json"
         ).stdout
     )
@@ -78,12 +70,12 @@ def test_whatif_json_and_manager_sentence(seed_file):
         out["before_ms"]["p50"] / out["after_ms"]["p50"]
     )
     assert 2.4 < out["realized_speedup"]["p50"] < 2.8
-    table = _run("whatif", str(seed_file), "--stage", "inference", "--speedup", "100").stdout
+    table = hoptrace("whatif", str(seed_file), "--stage", "inference", "--speedup", "100").stdout
     assert "inference 100x faster -> end-to-end 2.6x faster at P50" in table
 
 
 def test_whatif_unknown_stage_names_the_known_ones(seed_file):
-    proc = _run("whatif", str(seed_file), "--stage", "infrence", "--speedup", "10")
+    proc = hoptrace("whatif", str(seed_file), "--stage", "infrence", "--speedup", "10")
     assert proc.returncode == 2
     assert "no span is in stage 'infrence'" in proc.stderr and "inference" in proc.stderr
 
@@ -100,7 +92,7 @@ def test_compare_names_the_group_that_moved_most(seed_file, tmp_path):
             for i in range(100, 120)
         )
     )
-    out = orjson.loads(_run("compare", str(seed_file), str(fast), "--format", "json").stdout)
+    out = orjson.loads(hoptrace("compare", str(seed_file), str(fast), "--format", "json").stdout)
     assert out["moved_most"] == "inference"
     assert out["groups"][0]["delta_mean_ms"] == pytest.approx(-990.0)
     assert out["e2e_ratio"]["p50"] < 0.45
@@ -108,7 +100,7 @@ def test_compare_names_the_group_that_moved_most(seed_file, tmp_path):
 
 def test_markdown_output_is_a_table(seed_file, tmp_path):
     target = tmp_path / "r.md"
-    proc = _run("analyze", str(seed_file), "--format", "markdown", "-o", str(target))
+    proc = hoptrace("analyze", str(seed_file), "--format", "markdown", "-o", str(target))
     assert proc.returncode == 0
     text = target.read_text()
     assert "| group | share |" in text and "| inference |" in text
@@ -121,7 +113,7 @@ def test_stage_map_assigns_stages_to_uninstrumented_traces(fixtures_dir, tmp_pat
         '[[rule]]\nservice = "route"\nstage = "inference"\n'
     )
     out = orjson.loads(
-        _run(
+        hoptrace(
             "analyze",
             str(fixtures_dir / "hotrod_apiv3_getTrace.json"),
             "--stage-map",
@@ -136,5 +128,5 @@ def test_stage_map_assigns_stages_to_uninstrumented_traces(fixtures_dir, tmp_pat
 
 
 def test_bad_price_is_a_one_line_error(seed_file):
-    proc = _run("analyze", str(seed_file), "--price", "nonsense")
+    proc = hoptrace("analyze", str(seed_file), "--price", "nonsense")
     assert proc.returncode == 2 and "MODEL=IN:OUT" in proc.stderr

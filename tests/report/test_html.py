@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.helpers import hoptrace
 from tracer.analysis.render.html import STAGE_COLOURS
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
@@ -20,12 +19,6 @@ MS = 1_000_000
 JAEGER = "http://jaeger.example:16686"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tracer.cli", *args], capture_output=True, text=True, timeout=120
-    )
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +39,7 @@ def traces(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def report(traces, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("html") / "report.html"
-    done = _run(
+    done = hoptrace(
         "report",
         str(traces),
         "-o",
@@ -96,7 +89,7 @@ def test_report_has_no_external_fetches(report):
 
 def test_report_content_matches_the_analysis(report, traces):
     html = report.read_text()
-    analyzed = orjson.loads(_run("analyze", str(traces), "--format", "json").stdout)
+    analyzed = orjson.loads(hoptrace("analyze", str(traces), "--format", "json").stdout)
     p50, p90 = analyzed["exemplars"]["p50"], analyzed["exemplars"]["p90"]
     assert f'href="{JAEGER}/trace/{p50}"' in html
     assert f'href="{JAEGER}/trace/{p90}"' in html
@@ -113,7 +106,7 @@ def test_html_format_on_analyze_whatif_compare(traces, tmp_path):
         ("compare", [str(traces)]),
     ):
         out = tmp_path / f"{command}.html"
-        done = _run(command, str(traces), *extra, "--format", "html", "-o", str(out))
+        done = hoptrace(command, str(traces), *extra, "--format", "html", "-o", str(out))
         assert done.returncode == 0, done.stderr
         html = out.read_text()
         assert html.startswith("<!DOCTYPE html>")
