@@ -191,9 +191,12 @@ def register(group: click.Group) -> None:
         )
         summary.notes.append(
             f"P50 / P90 exemplar traces: {cand.exemplars['p50']} / {cand.exemplars['p90']} "
-            "(in Jaeger: http://localhost:16686/trace/<id>)"
+            "(Jaeger: http://localhost:16686/trace/<id>)"
         )
-        summary.notes.append(f"spans are in {store_path}: hoptrace analyze {store_path}")
+        summary.notes.append(
+            f"spans are in {store_path}: hoptrace analyze {store_path} --run '{demo_id}:baseline'; "
+            f"pictures: hoptrace report {store_path} --run '{demo_id}:candidate' -o report.html"
+        )
         sections.append(summary)
         text = render.to_markdown(sections) if fmt == "markdown" else render.to_table(sections)
         click.echo(text.rstrip("\n"))
