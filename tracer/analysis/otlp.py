@@ -196,13 +196,21 @@ def _stage_text(stage: Any) -> str | None:
 
 def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
     if events and type(events) is list:
-        event_list = [
-            (e.get("name"), int(e.get("timeUnixNano") or 0)) for e in events if type(e) is dict
-        ]
-        return first_token_ns(start_ns, event_list, attributes)
+        for e in events:
+            if type(e) is dict and e.get("name") == attrs.FIRST_TOKEN_EVENT:
+                mark = int(e.get("timeUnixNano") or 0)
+                if mark:
+                    return mark
     if attrs.GEN_AI_TIME_TO_FIRST_CHUNK in attributes:
         return first_token_ns(start_ns, (), attributes)
     return None
+
+
+def _event_time(event: dict[str, Any]) -> int:
+    try:
+        return int(event.get("timeUnixNano") or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _span_from_json_careful(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
@@ -229,7 +237,7 @@ def _span_from_json_careful(raw: Any, service: str, warnings: LoadWarnings) -> S
     attributes = _attr_dict(raw.get("attributes"))
     events = raw.get("events")
     event_list = (
-        [(e.get("name"), int(e.get("timeUnixNano") or 0)) for e in events if isinstance(e, dict)]
+        [(e.get("name"), _event_time(e)) for e in events if isinstance(e, dict)]
         if isinstance(events, list)
         else []
     )
