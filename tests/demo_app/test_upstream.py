@@ -1,0 +1,83 @@
+"""``--upstream``: the app in front of another OpenAI-compatible server, untraced."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+
+from demo_app.chain import Chain
+from tests.conftest import free_port, wait_http
+from tracer.analysis import load
+from tracer.analysis.prepare import TraceIssues, prepare
+
+
+def test_chain_serves_from_an_external_untraced_model_server(tmp_path):
+    # A stand-in for vLLM or llama.cpp: an OpenAI-compatible server that sends no spans.
+    port = free_port()
+    log = open(tmp_path / "external.log", "wb")  # noqa: SIM115
+    external = subprocess.Popen(
+        [sys.executable, "-m", "demo_app.serve_one", "model", "--port", str(port)]
+        + ["--profile", "loopback"],
+        stdout=log,
+        stderr=log,
+        env=dict(os.environ, OTEL_SDK_DISABLED="true"),
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/docs", proc=external)
+        with Chain(
+            tmp_path / "s.db", profile="loopback", upstream=f"http://127.0.0.1:{port}/v1"
+        ) as chain:
+            assert chain.model_url == f"http://127.0.0.1:{port}/v1"
+            assert len(chain._procs) == 2  # gateway and app: no simulated model started
+            headers = {"authorization": f"Bearer {chain.api_key}"}
+            body = {"model": "llama-3-8b", "messages": [{"role": "user", "content": "hi"}]}
+            answers = [
+                httpx.post(
+                    chain.base_url + "/chat/completions",
+                    json={**body, "max_tokens": 6},
+                    headers=headers,
+                    timeout=30,
+                )
+                for _ in range(3)
+            ]
+            assert [a.status_code for a in answers] == [200, 200, 200]
+            assert all(
+                len(a.json()["choices"][0]["message"]["content"].split()) == 6 for a in answers
+            )
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                traces = load([chain.collector.store.path]).traces
+                chats = {
+                    t: spans
+                    for t, spans in traces.items()
+                    if any(s.name == "POST /v1/chat/completions" for s in spans)
+                    and {"gateway", "app"} <= {s.service for s in spans}
+                }
+                if len(chats) == 3:
+                    break
+                time.sleep(0.3)
+    finally:
+        external.terminate()
+        external.wait(timeout=10)
+        log.close()
+    assert len(chats) == 3
+    for trace_id, spans in chats.items():
+        assert {s.service for s in spans} == {"gateway", "app"}  # the external one is silent
+        trace = prepare(trace_id, spans, TraceIssues())
+        assert trace is not None
+        # The call out of the app is inference time (no remote child to make it a hop),
+        # and the model name asked for is on the span.
+        models = {s.attributes.get("gen_ai.request.model") for s in spans}
+        assert "llama-3-8b" in models
+        assert "inference" in trace.stage
+    served = [
+        json.loads(line)
+        for line in (tmp_path / "external.log").read_text().splitlines()
+        if line.startswith("{")
+    ]
+    assert sum(1 for e in served if e.get("event") == "model_done") == 3
