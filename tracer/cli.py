@@ -5,8 +5,9 @@ Every user mistake is one line on stderr and a non-zero exit, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +128,47 @@ def _analyze_big_files(
         return None
     since_ns = time.time_ns() - int(parse_duration(since) * 1e9) if since else None
     filters = {"service": service, "operation": operation, "run": run_name, "since_ns": since_ns}
-    return analyze_files(paths, group_by, smap, workers, filters)
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task(f"reading on {workers} processes", total=None)
+
+        def show(phase: str, done: int, total: int) -> None:
+            if phase == "reading":
+                bar.update(task, completed=done, total=total)
+            else:
+                bar.update(task, description="attributing traces")
+
+        return analyze_files(paths, group_by, smap, workers, filters, show)
+
+
+@contextlib.contextmanager
+def _busy(sources: tuple[str, ...], what: str) -> Iterator[None]:
+    """A spinner on stderr (terminals only) while large sources are read."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    size = 0
+    for source in sources or ():
+        path = Path(source).expanduser()
+        size += path.stat().st_size if path.is_file() else 0
+    remote = any(s.startswith(("http://", "https://")) for s in sources)
+    if not console.is_terminal or (size < 16 * 1024 * 1024 and not remote):
+        yield
+        return
+    label = f"{what} ({size / 1e6:,.0f} MB)" if size else what
+    with console.status(label):
+        yield
 
 
 def _stage_map(path: str | None) -> Any:
@@ -230,8 +271,9 @@ def analyze(
     if fmt != "html" and limit is None:
         result = _analyze_big_files(sources, group_by, smap, service, operation, since, run_name)
     if result is None:
-        traces = _load(sources, service, operation, limit, since, run_name)
-        result = run(traces, group_by, smap)
+        with _busy(sources, "reading and attributing traces"):
+            traces = _load(sources, service, operation, limit, since, run_name)
+            result = run(traces, group_by, smap)
     _render(
         fmt,
         output,
@@ -265,8 +307,9 @@ def whatif(
     from tracer.analysis import render, what_if
 
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since, run_name)
-    result = what_if(traces, stage, speedup, smap)
+    with _busy(sources, "reading and retiming traces"):
+        traces = _load(sources, service, operation, limit, since, run_name)
+        result = what_if(traces, stage, speedup, smap)
     _render(
         fmt,
         output,
@@ -297,10 +340,11 @@ def compare(
     from tracer.analysis import load, render
 
     smap = _stage_map(stage_map)
-    candidate_traces = load([candidate])
-    before = run(load([baseline]), group_by, smap)
-    after = run(candidate_traces, group_by, smap)
-    result = diff(before, after)
+    with _busy((baseline, candidate), "reading and attributing both runs"):
+        candidate_traces = load([candidate])
+        before = run(load([baseline]), group_by, smap)
+        after = run(candidate_traces, group_by, smap)
+        result = diff(before, after)
     _render(
         fmt,
         output,
@@ -396,17 +440,17 @@ def report(
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
     smap = _stage_map(stage_map)
-    traces = _load(sources, service, operation, limit, since, run_name)
-    views: dict[str, Any] = {}
-    if whatif_stage is not None and speedup is not None:
-        views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
-    if baseline is not None:
-        views["comparison"] = diff(
-            run(load([baseline]), group_by, smap), run(traces, group_by, smap)
-        )
-    _emit(
-        render.to_html(_full_report(traces, smap, sources, jaeger_url, group_by, **views)), output
-    )
+    with _busy(sources, "reading and attributing traces"):
+        traces = _load(sources, service, operation, limit, since, run_name)
+        views: dict[str, Any] = {}
+        if whatif_stage is not None and speedup is not None:
+            views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
+        if baseline is not None:
+            views["comparison"] = diff(
+                run(load([baseline]), group_by, smap), run(traces, group_by, smap)
+            )
+        page = render.to_html(_full_report(traces, smap, sources, jaeger_url, group_by, **views))
+    _emit(page, output)
 
 
 @main.command()

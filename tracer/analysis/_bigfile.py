@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,18 +130,33 @@ def _attribute(
     return rows, tally
 
 
+def _counted(lines: Any, counter: Any) -> Any:
+    """Pass ``lines`` through, adding their bytes to ``counter`` every 256 lines."""
+    pending = 0
+    for n, line in enumerate(lines, 1):
+        pending += len(line)
+        if n % 256 == 0:
+            with counter.get_lock():
+                counter.value += pending
+            pending = 0
+        yield line
+    with counter.get_lock():
+        counter.value += pending
+
+
 def _worker(
     conn: Any,
     ranges: list[tuple[str, int, int]],
     group_by: str,
     stage_map: StageMap | None,
     filters: dict[str, Any],
+    read_bytes: Any,
 ) -> None:
     try:
         with gc_paused():
             traceset = TraceSet()
             for path, lo, hi in ranges:
-                _load_lines(_lines(path, lo, hi), traceset, path)
+                _load_lines(_counted(_lines(path, lo, hi), read_bytes), traceset, path)
             conn.send(list(traceset.traces))
             split: set[str] = conn.recv()
             whole = {
@@ -171,10 +187,13 @@ def analyze_files(
     stage_map: StageMap | None,
     workers: int,
     filters: dict[str, Any] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> Analysis:
     """Load and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
     ``filters``: ``service``, ``operation``, ``run`` (glob), ``since_ns``.
+    ``progress(phase, done, total)`` is called about ten times a second while the
+    workers read (bytes), then once when they attribute.
 
     Raises:
         NoUsableDataError: no trace could be analysed.
@@ -183,11 +202,15 @@ def analyze_files(
     filters = filters or {}
     ctx = multiprocessing.get_context("fork")
     plan = _ranges(paths, workers)
+    total_bytes = sum(hi - lo for ranges in plan for _, lo, hi in ranges)
+    read_bytes = ctx.Value("q", 0)
     conns, procs = [], []
     for ranges in plan:
         parent, child = ctx.Pipe()
         proc = ctx.Process(
-            target=_worker, args=(child, ranges, group_by, stage_map, filters), daemon=True
+            target=_worker,
+            args=(child, ranges, group_by, stage_map, filters, read_bytes),
+            daemon=True,
         )
         proc.start()
         child.close()
@@ -195,7 +218,14 @@ def analyze_files(
         procs.append(proc)
     try:
         with gc_paused():
+            if progress is not None:
+                while not all(c.poll(0) for c in conns):
+                    progress("reading", min(read_bytes.value, total_bytes), total_bytes)
+                    time.sleep(0.1)
+                progress("reading", total_bytes, total_bytes)
             id_lists = [_recv(c) for c in conns]
+            if progress is not None:
+                progress("attributing", 0, 0)
             seen = Counter(t for ids in id_lists for t in ids)
             split = {t for t, n in seen.items() if n > 1}
             for conn, ids in zip(conns, id_lists, strict=True):
