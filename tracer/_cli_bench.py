@@ -221,7 +221,12 @@ def register(group: click.Group) -> None:
     )
     @click.option("--max-tokens", default=64, show_default=True, help="Fixed max_tokens.")
     @click.option("--prompt", help="The fixed prompt [default: a short explanation request].")
-    @click.option("--model", default="default", show_default=True, help="The model name sent.")
+    @click.option(
+        "--model",
+        default="default",
+        show_default=True,
+        help="The model name sent (vLLM and hosted APIs want the served model's name).",
+    )
     @click.option("--stream/--no-stream", default=True, show_default=True)
     @click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
     @click.option(
