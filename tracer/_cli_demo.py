@@ -44,6 +44,7 @@ def _subset(traceset: Any, trace_ids: set[str]) -> Any:
 
 def register(group: click.Group) -> None:
     """Add ``demo`` and ``serve`` to the command group."""
+    from tracer.cli import _emit
 
     @group.command()
     @click.option("--requests", default=40, show_default=True, help="Measured requests per run.")
@@ -70,10 +71,12 @@ def register(group: click.Group) -> None:
     @click.option(
         "--format",
         "fmt",
-        type=click.Choice(("table", "markdown", "json")),
+        type=click.Choice(("table", "markdown", "json", "html")),
         default="table",
         show_default=True,
+        help="html: one page with both runs, the projection and the waterfalls (use -o).",
     )
+    @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
     def demo(
         requests: int,
         warmup: int,
@@ -83,6 +86,7 @@ def register(group: click.Group) -> None:
         stream: bool,
         store: str | None,
         fmt: str,
+        output: str | None,
     ) -> None:
         """Run the traced demo chain twice (model as is, then K times faster) and show
         where the speedup went."""
@@ -157,7 +161,7 @@ def register(group: click.Group) -> None:
         projection = what_if(_subset(traces, ids["baseline"]), "inference", speedup)
         comparison = compare(base, cand)
         if fmt == "json":
-            click.echo(
+            _emit(
                 render.dumps(
                     {
                         "baseline": render.analysis_dict(base),
@@ -166,8 +170,20 @@ def register(group: click.Group) -> None:
                         "compare": render.comparison_dict(comparison),
                         "store": str(store_path),
                     }
-                )
+                ),
+                output,
             )
+            return
+        if fmt == "html":
+            page = render.Report(
+                title=f"hoptrace demo: the model {speedup:g}x faster (profile {profile})",
+                source=f"{store_path}, runs {demo_id}:baseline and {demo_id}:candidate",
+                analysis=cand,
+                whatif=projection,
+                comparison=comparison,
+                waterfalls=render.exemplar_waterfalls(cand, _subset(traces, ids["candidate"])),
+            )
+            _emit(render.to_html(page), output)
             return
         sections = render.analysis_sections(
             base, title=f"Baseline: the model as it is ({base.traces} traces, profile {profile})"
@@ -199,7 +215,7 @@ def register(group: click.Group) -> None:
         )
         sections.append(summary)
         text = render.to_markdown(sections) if fmt == "markdown" else render.to_table(sections)
-        click.echo(text.rstrip("\n"))
+        _emit(text, output)
 
     @group.command()
     @click.option("--port", default=8000, show_default=True, help="Gateway port.")

@@ -85,6 +85,7 @@ class Waterfall:
     trace_id: str
     e2e_ms: float
     rows: list[WaterfallRow]
+    hidden: int = 0  # spans past the row limit
 
 
 @dataclass
@@ -140,7 +141,7 @@ def waterfall(trace: PreparedTrace, label: str, max_rows: int = 60) -> Waterfall
         rows.append(row)
         kids = sorted(trace.children[i], key=lambda c: trace.start[c], reverse=True)
         stack.extend((c, depth + 1) for c in kids)
-    return Waterfall(label, trace.trace_id, trace.e2e_ns / 1e6, rows)
+    return Waterfall(label, trace.trace_id, trace.e2e_ns / 1e6, rows, len(trace.spans) - len(rows))
 
 
 def exemplar_waterfalls(
@@ -529,6 +530,11 @@ def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
         'rel="noreferrer noopener" target="_blank">open in Jaeger</a> · grey: time on the '
         "network between services (the CLIENT span outside its remote server span)</p>"
         + _waterfall_svg(wf, index)
+        + (
+            f"<p>{wf.hidden} more spans are not drawn; Jaeger shows them all.</p>"
+            if wf.hidden
+            else ""
+        )
         + _legend(stages)
         + "</section>"
     )

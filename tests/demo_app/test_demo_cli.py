@@ -1,0 +1,42 @@
+"""``hoptrace demo``, the README's main job, end to end as a user runs it."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import hoptrace
+
+
+def test_demo_prints_both_runs_the_projection_and_the_answer(tmp_path):
+    done = hoptrace(
+        "demo", "--requests", "8", "--warmup", "2", "--profile", "lan",
+        "--store", str(tmp_path / "demo.db"),
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for title in ("Baseline: the model as it is", "Candidate: the model 100x faster",
+                  "What if inference were 100x faster", "The answer"):  # fmt: skip
+        assert title in out
+    measured = re.search(r"measured (\d+\.\d+)x \(([\d,]+) -> ([\d,]+) ms\)", out)
+    assert measured, out[-2000:]
+    speedup = float(measured.group(1))
+    # lan: about 600 ms of model in about 760 ms; a 100x model gives 3x to 6x, not 100x.
+    assert 1.8 < speedup < 10.0
+    exemplars = re.search(r"exemplar traces: ([0-9a-f]{32}) / ([0-9a-f]{32})", out)
+    assert exemplars
+    # Progress went to stderr, the report to stdout.
+    assert "candidate (model x100)" in done.stderr and "candidate (model x100)" not in out
+
+
+def test_demo_html_page(tmp_path):
+    page = tmp_path / "demo.html"
+    done = hoptrace(
+        "demo", "--requests", "4", "--warmup", "1", "--profile", "loopback",
+        "--store", str(tmp_path / "demo.db"), "--format", "html", "-o", str(page),
+        timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    html = page.read_text()
+    for part in ('id="whatif"', 'id="compare"', 'id="share-bars"', 'id="waterfall-0"'):
+        assert part in html
