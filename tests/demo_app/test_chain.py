@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter
@@ -21,8 +22,9 @@ STAGES = {"client", "gateway", "auth", "context", "inference", "postprocess", "r
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
     os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "100")
-    store = tmp_path_factory.mktemp("demo") / "spans.db"
-    with Chain(store, profile="lan", rate_limit=0.0) as running:
+    folder = tmp_path_factory.mktemp("demo")
+    with Chain(folder / "spans.db", profile="lan", rate_limit=0.0, log_dir=folder) as running:
+        running.log_dir = folder
         tracer.setup(service_name="client", endpoint=running.collector.endpoint)
         yield running
         # Flush and stop the exporter while the collector still listens.
@@ -87,6 +89,27 @@ def test_no_api_key_or_prompt_text_in_any_span(chain):
             blob = repr(span.attributes) + span.name
             assert chain.api_key not in blob
             assert PROMPT[:30] not in blob
+
+
+def test_json_logs_lead_to_traces_and_hold_no_secrets(chain):
+    from demo_app.client import PROMPT
+
+    results = run_requests(
+        chain.base_url, chain.api_key, requests=2, concurrency=1, run="logs", stream=False
+    )
+    ids = {r.trace_id for r in results}
+    _complete(chain, ids)
+    records = []
+    for service in ("gateway", "app", "model"):
+        text = (chain.log_dir / f"{service}.log").read_text()
+        assert chain.api_key not in text and PROMPT[:30] not in text
+        records += [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    mine = [r for r in records if r.get("trace_id") in ids]
+    # Every service logged these requests, with the trace id that leads to the trace.
+    assert {r["service"] for r in mine} == {"gateway", "app", "model"}
+    assert all(len(r["span_id"]) == 16 for r in mine)
+    done = [r for r in mine if r["event"] == "generated"]
+    assert len(done) == 2 and all(r["status"] == 200 and r["latency_ms"] > 0 for r in done)
 
 
 def test_bad_key_gets_401_and_missing_messages_400(chain):
