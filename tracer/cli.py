@@ -6,8 +6,10 @@ Every user mistake is one line on stderr and a non-zero exit, never a traceback.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +67,50 @@ def _parse_prices(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
     return prices
 
 
+@dataclass(frozen=True)
+class _Selection:
+    """Which traces to read: the source options every analysis command shares."""
+
+    service: str | None = None
+    operation: str | None = None
+    limit: int | None = None
+    since: str | None = None
+    run: str | None = None
+    stage_map_path: str | None = None
+
+    def load(self, sources: tuple[str, ...]) -> Any:
+        from tracer.analysis import load
+
+        return load(
+            list(sources),
+            service=self.service,
+            operation=self.operation,
+            limit=self.limit,
+            since=self.since,
+            run=self.run,
+        )
+
+    def stage_map(self) -> Any:
+        return _stage_map(self.stage_map_path)
+
+
 def _source_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the source options; the command receives them as ``selection``."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        service: str | None,
+        operation: str | None,
+        limit: int | None,
+        since: str | None,
+        run_name: str | None,
+        stage_map: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        selection = _Selection(service, operation, limit, since, run_name, stage_map)
+        return func(*args, selection=selection, **kwargs)
+
     for option in reversed(
         [
             click.option("--service", help="Keep traces that contain a span of this service."),
@@ -86,33 +131,12 @@ def _source_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
         ]
     ):
-        func = option(func)
-    return func
-
-
-def _load(
-    sources: tuple[str, ...],
-    service: str | None,
-    operation: str | None,
-    limit: int | None,
-    since: str | None,
-    run: str | None = None,
-) -> Any:
-    from tracer.analysis import load
-
-    return load(
-        list(sources), service=service, operation=operation, limit=limit, since=since, run=run
-    )
+        command = option(command)
+    return command
 
 
 def _analyze_big_files(
-    sources: tuple[str, ...],
-    group_by: str,
-    smap: Any,
-    service: str | None,
-    operation: str | None,
-    since: str | None,
-    run_name: str | None,
+    sources: tuple[str, ...], group_by: str, smap: Any, selection: _Selection
 ) -> Any:
     """Large OTLP JSON-lines files on every core (None when that path does not apply)."""
     import time
@@ -126,8 +150,14 @@ def _analyze_big_files(
     workers = default_workers()
     if workers < 2 or not eligible(paths):
         return None
+    since = selection.since
     since_ns = time.time_ns() - int(parse_duration(since) * 1e9) if since else None
-    filters = {"service": service, "operation": operation, "run": run_name, "since_ns": since_ns}
+    filters = {
+        "service": selection.service,
+        "operation": selection.operation,
+        "run": selection.run,
+        "since_ns": since_ns,
+    }
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -250,12 +280,7 @@ def analyze(
     fmt: str,
     output: str | None,
     jaeger_url: str,
-    service: str | None,
-    operation: str | None,
-    limit: int | None,
-    since: str | None,
-    run_name: str | None,
-    stage_map: str | None,
+    selection: _Selection,
 ) -> None:
     """Attribute each trace's time to stages along its critical path and aggregate.
 
@@ -266,13 +291,13 @@ def analyze(
     from tracer.analysis import render
 
     prices = _parse_prices(price)
-    smap = _stage_map(stage_map)
+    smap = selection.stage_map()
     result = None
-    if fmt != "html" and limit is None:
-        result = _analyze_big_files(sources, group_by, smap, service, operation, since, run_name)
+    if fmt != "html" and selection.limit is None:
+        result = _analyze_big_files(sources, group_by, smap, selection)
     if result is None:
         with _busy(sources, "reading and attributing traces"):
-            traces = _load(sources, service, operation, limit, since, run_name)
+            traces = selection.load(sources)
             result = run(traces, group_by, smap)
     _render(
         fmt,
@@ -296,19 +321,14 @@ def whatif(
     fmt: str,
     output: str | None,
     jaeger_url: str,
-    service: str | None,
-    operation: str | None,
-    limit: int | None,
-    since: str | None,
-    run_name: str | None,
-    stage_map: str | None,
+    selection: _Selection,
 ) -> None:
     """Project "STAGE becomes K times faster" onto the real traces."""
     from tracer.analysis import render, what_if
 
-    smap = _stage_map(stage_map)
+    smap = selection.stage_map()
     with _busy(sources, "reading and retiming traces"):
-        traces = _load(sources, service, operation, limit, since, run_name)
+        traces = selection.load(sources)
         result = what_if(traces, stage, speedup, smap)
     _render(
         fmt,
@@ -421,12 +441,7 @@ def report(
     speedup: float | None,
     baseline: str | None,
     jaeger_url: str,
-    service: str | None,
-    operation: str | None,
-    limit: int | None,
-    since: str | None,
-    run_name: str | None,
-    stage_map: str | None,
+    selection: _Selection,
 ) -> None:
     """Write one self-contained HTML report: share bars, percentiles, waterfalls.
 
@@ -439,9 +454,9 @@ def report(
 
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
-    smap = _stage_map(stage_map)
+    smap = selection.stage_map()
     with _busy(sources, "reading and attributing traces"):
-        traces = _load(sources, service, operation, limit, since, run_name)
+        traces = selection.load(sources)
         views: dict[str, Any] = {}
         if whatif_stage is not None and speedup is not None:
             views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
@@ -474,12 +489,7 @@ def check(
     sources: tuple[str, ...],
     budget: str,
     fmt: str,
-    service: str | None,
-    operation: str | None,
-    limit: int | None,
-    since: str | None,
-    run_name: str | None,
-    stage_map: str | None,
+    selection: _Selection,
 ) -> None:
     """Check the traces against a latency budget; exit 1 when any limit is exceeded.
 
@@ -491,9 +501,7 @@ def check(
     from tracer.analysis.budget import check_budget, load_budget
 
     limits = load_budget(budget)
-    result = run(
-        _load(sources, service, operation, limit, since, run_name), "stage", _stage_map(stage_map)
-    )
+    result = run(selection.load(sources), "stage", selection.stage_map())
     verdicts = check_budget(result, limits)
     failed = [v for v in verdicts if not v.passed]
     if fmt == "json":
