@@ -361,9 +361,17 @@ def compare(
 
     smap = _stage_map(stage_map)
     with _busy((baseline, candidate), "reading and attributing both runs"):
-        candidate_traces = load([candidate])
-        before = run(load([baseline]), group_by, smap)
-        after = run(candidate_traces, group_by, smap)
+        everything = _Selection()
+        before = _analyze_big_files((baseline,), group_by, smap, everything)
+        if before is None:
+            before = run(load([baseline]), group_by, smap)
+        after = (
+            None if fmt == "html" else _analyze_big_files((candidate,), group_by, smap, everything)
+        )
+        candidate_traces = None
+        if after is None:  # the HTML page draws the candidate's exemplar traces
+            candidate_traces = load([candidate])
+            after = run(candidate_traces, group_by, smap)
         result = diff(before, after)
     _render(
         fmt,
@@ -375,7 +383,9 @@ def compare(
             source=f"baseline {baseline}, candidate {candidate}",
             analysis=after,
             comparison=result,
-            waterfalls=render.exemplar_waterfalls(after, candidate_traces, smap),
+            waterfalls=render.exemplar_waterfalls(after, candidate_traces, smap)
+            if candidate_traces is not None
+            else [],
             jaeger_url=jaeger_url,
         ),
     )
