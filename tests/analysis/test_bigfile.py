@@ -99,3 +99,22 @@ def test_cli_takes_the_parallel_path_with_the_same_output(tmp_path):
         timeout=60,
     )
     assert bad.returncode == 2 and "HOPTRACE_WORKERS must be a positive integer" in bad.stderr
+
+
+def test_compare_takes_the_parallel_path_with_the_same_output(tmp_path):
+    path = _split_file(tmp_path / "split.jsonl")
+    other = _split_file(tmp_path / "other.jsonl", traces=30)
+    outputs = []
+    for workers in ("1", "2"):
+        env = dict(os.environ, HOPTRACE_WORKERS=workers, HOPTRACE_PARALLEL_MIN_BYTES="1")
+        done = subprocess.run(
+            [sys.executable, "-m", "tracer.cli", "compare", str(path), str(other)]
+            + ["--format", "json"],
+            capture_output=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(orjson.loads(done.stdout))
+    assert outputs[0] == outputs[1]
+    assert outputs[0]["baseline"]["traces"] == 60 and outputs[0]["candidate"]["traces"] == 30
