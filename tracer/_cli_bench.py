@@ -62,13 +62,16 @@ def _complete(spans: list[Any]) -> bool:
     )
 
 
-def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
+def _wait_for(source: str, ids: set[str], deadline_s: float, since_s: float) -> Any:
     """Load ``source`` until every trace in ``ids`` is complete, or the deadline
-    passes; returns the TraceSet restricted to ``ids`` (maybe partial)."""
+    passes; returns the TraceSet restricted to ``ids`` (maybe partial). Only traces
+    that started within the last ``since_s`` seconds are read (a store grows)."""
     from tracer.analysis import TraceSet, load
 
-    end = time.monotonic() + deadline_s
+    begun = time.monotonic()
+    end = begun + deadline_s
     while True:
+        since = f"{since_s + time.monotonic() - begun:.0f}s"
         try:
             if source.startswith(("http://", "https://")):
                 # Jaeger: the bench's own service, enough traces for every id asked.
@@ -76,10 +79,10 @@ def _wait_for(source: str, ids: set[str], deadline_s: float) -> Any:
                     [source],
                     service=os.environ.get("OTEL_SERVICE_NAME") or "client",
                     limit=len(ids) + 100,
-                    since="1h",
+                    since=since,
                 )
             else:
-                traces = load([source])
+                traces = load([source], since=since)
         except ConfigError:
             raise
         except Exception:  # noqa: BLE001 - a store still empty, Jaeger still indexing
@@ -98,7 +101,13 @@ def _knee_pair(result: Any) -> tuple[Any, Any]:
 
 
 def _traces_of(
-    result: Any, source: str, wait_s: float, everything: bool, notes: list[str], err: Any
+    result: Any,
+    source: str,
+    wait_s: float,
+    since_s: float,
+    everything: bool,
+    notes: list[str],
+    err: Any,
 ) -> Any:
     """The bench's traces from ``source``: all measured ones, or the knee's two levels."""
     if everything or result.knee is None:
@@ -107,7 +116,7 @@ def _traces_of(
         base, knee = _knee_pair(result)
         wanted = {s.trace_id for s in base.ok} | {s.trace_id for s in knee.ok}
     err.print(f"waiting for {len(wanted)} traces in {source}")
-    traces = _wait_for(source, wanted, wait_s)
+    traces = _wait_for(source, wanted, wait_s, since_s)
     missing = len(wanted) - len(traces.traces)
     if missing:
         notes.append(f"{missing} of {len(wanted)} traces were not found in {source}")
@@ -296,6 +305,7 @@ def register(group: click.Group) -> None:
                 tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
                 ours = True
         total = sum((max(warmup, c) if warmup else 0) + requests for c in levels)
+        started = time.monotonic()
         try:
             with Progress(
                 TextColumn("{task.description}"),
@@ -325,7 +335,8 @@ def register(group: click.Group) -> None:
             source = str(default_store_path())
         traces = None
         if source and (result.knee is not None or fmt == "html"):
-            traces = _traces_of(result, source, traces_wait, fmt == "html", notes, err)
+            since_s = time.monotonic() - started + 60  # the sweep, and clocks a bit apart
+            traces = _traces_of(result, source, traces_wait, since_s, fmt == "html", notes, err)
         if result.knee is not None:
             _name_knee_stage(result, traces, notes)
         if ours:

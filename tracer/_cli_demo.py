@@ -109,6 +109,7 @@ def register(group: click.Group) -> None:
         os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
         err = Console(stderr=True)
         demo_id = uuid.uuid4().hex[:8]
+        started = time.monotonic()
         ids: dict[str, set[str]] = {}
         with Chain(store_path, profile=profile) as chain:
             tracer.setup(service_name="client", endpoint=chain.collector.endpoint)
@@ -155,7 +156,8 @@ def register(group: click.Group) -> None:
                 _wait_for_traces(store_path, ids["baseline"] | ids["candidate"])
             finally:
                 tracer.shutdown()
-        traces = load([store_path])
+        # Only this demo's traces: the default store keeps every earlier run too.
+        traces = load([store_path], since=f"{time.monotonic() - started + 60:.0f}s")
         base = analyze(_subset(traces, ids["baseline"]))
         cand = analyze(_subset(traces, ids["candidate"]))
         projection = what_if(_subset(traces, ids["baseline"]), "inference", speedup)

@@ -142,22 +142,19 @@ def _analyze_big_files(
     import time
 
     from tracer.analysis import parse_duration
-    from tracer.analysis._bigfile import analyze_files, default_workers, eligible
+    from tracer.analysis._bigfile import analyze_files, eligible
+    from tracer.analysis._parallel import workers
+    from tracer.analysis.traceset import TraceFilter
 
     if not sources or any(s.startswith(("http://", "https://")) for s in sources):
         return None
     paths = [Path(s).expanduser() for s in sources]
-    workers = default_workers()
-    if workers < 2 or not eligible(paths):
+    count = workers()
+    if count < 2 or not eligible(paths):
         return None
     since = selection.since
     since_ns = time.time_ns() - int(parse_duration(since) * 1e9) if since else None
-    filters = {
-        "service": selection.service,
-        "operation": selection.operation,
-        "run": selection.run,
-        "since_ns": since_ns,
-    }
+    keep = TraceFilter(selection.service, selection.operation, selection.run, since_ns)
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -171,7 +168,7 @@ def _analyze_big_files(
         transient=True,
         disable=not console.is_terminal,
     ) as bar:
-        task = bar.add_task(f"reading on {workers} processes", total=None)
+        task = bar.add_task(f"reading on {count} processes", total=None)
 
         def show(phase: str, done: int, total: int) -> None:
             if phase == "reading":
@@ -179,7 +176,7 @@ def _analyze_big_files(
             else:
                 bar.update(task, description="attributing traces")
 
-        return analyze_files(paths, group_by, smap, workers, filters, show)
+        return analyze_files(paths, group_by, smap, count, keep, show)
 
 
 @contextlib.contextmanager

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pytest
 
+from tests.helpers import hoptrace
+from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
 from tracer.analysis._bigfile import analyze_files, eligible
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.traceset import TraceFilter
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -50,17 +51,14 @@ def test_split_traces_are_joined_and_numbers_match_serial(tmp_path, workers):
 
 def test_filters_apply_to_whole_traces(tmp_path):
     path = _split_file(tmp_path / "split.jsonl")
-    for filters, kwargs in (
-        ({"run": "even"}, {"run": "even"}),
-        ({"service": "model"}, {"service": "model"}),
-        ({"operation": "nope"}, {"operation": "nope"}),
-    ):
+    for kwargs in ({"run": "even"}, {"service": "model"}, {"operation": "nope"}):
+        keep = TraceFilter(**kwargs)
         traces = load([path], **kwargs)
         if not traces.traces:
-            with pytest.raises(Exception, match="no trace"):
-                analyze_files([path], "stage", None, 2, filters)
+            with pytest.raises(NoUsableDataError, match="no trace"):
+                analyze_files([path], "stage", None, 2, keep)
             continue
-        assert analysis_dict(analyze_files([path], "stage", None, 2, filters)) == analysis_dict(
+        assert analysis_dict(analyze_files([path], "stage", None, 2, keep)) == analysis_dict(
             analyze(traces)
         )
 
@@ -81,23 +79,12 @@ def test_cli_takes_the_parallel_path_with_the_same_output(tmp_path):
     outputs = []
     for workers in ("1", "2"):
         env = dict(os.environ, HOPTRACE_WORKERS=workers, HOPTRACE_PARALLEL_MIN_BYTES="1")
-        done = subprocess.run(
-            [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json"],
-            capture_output=True,
-            env=env,
-            timeout=120,
-        )
+        done = hoptrace("analyze", str(path), "--format", "json", env=env)
         assert done.returncode == 0, done.stderr
         outputs.append(orjson.loads(done.stdout))
     assert outputs[0] == outputs[1]
     assert outputs[0]["traces"] == 60
-    bad = subprocess.run(
-        [sys.executable, "-m", "tracer.cli", "analyze", str(path)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, HOPTRACE_WORKERS="zero"),
-        timeout=60,
-    )
+    bad = hoptrace("analyze", str(path), env=dict(os.environ, HOPTRACE_WORKERS="zero"))
     assert bad.returncode == 2 and "HOPTRACE_WORKERS must be a positive integer" in bad.stderr
 
 
@@ -107,13 +94,7 @@ def test_compare_takes_the_parallel_path_with_the_same_output(tmp_path):
     outputs = []
     for workers in ("1", "2"):
         env = dict(os.environ, HOPTRACE_WORKERS=workers, HOPTRACE_PARALLEL_MIN_BYTES="1")
-        done = subprocess.run(
-            [sys.executable, "-m", "tracer.cli", "compare", str(path), str(other)]
-            + ["--format", "json"],
-            capture_output=True,
-            env=env,
-            timeout=120,
-        )
+        done = hoptrace("compare", str(path), str(other), "--format", "json", env=env)
         assert done.returncode == 0, done.stderr
         outputs.append(orjson.loads(done.stdout))
     assert outputs[0] == outputs[1]

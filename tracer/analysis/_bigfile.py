@@ -27,7 +27,7 @@ from tracer.analysis.breakdown import TraceBreakdown, break_down
 from tracer.analysis.loaders.files import _load_lines
 from tracer.analysis.model import LoadWarnings
 from tracer.analysis.prepare import StageMap
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.traceset import TraceFilter, TraceSet
 
 __all__ = ["MIN_BYTES", "analyze_files", "eligible"]
 
@@ -43,8 +43,12 @@ _FIELDS = TraceBreakdown.__slots__
 
 
 def eligible(paths: Sequence[Path]) -> bool:
-    """True when every path is a regular OTLP JSON-lines file and they are large."""
-    total = 0
+    """True when the paths are large enough together and all OTLP JSON-lines files."""
+    try:
+        if sum(p.stat().st_size for p in paths if p.is_file()) < _min_bytes():
+            return False
+    except OSError:
+        return False
     for path in paths:
         if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
             return False
@@ -60,8 +64,7 @@ def eligible(paths: Sequence[Path]) -> bool:
             return False
         if not isinstance(obj, dict) or "resourceSpans" not in obj:
             return False
-        total += path.stat().st_size
-    return total >= _min_bytes()
+    return True
 
 
 def _ranges(paths: Sequence[Path], workers: int) -> list[list[tuple[str, int, int]]]:
@@ -100,23 +103,6 @@ def _lines(path: str, lo: int, hi: int) -> Any:
             yield line
 
 
-def _keep(spans: list[Any], filters: dict[str, Any]) -> bool:
-    service, operation = filters.get("service"), filters.get("operation")
-    if (service or operation) and not any(
-        (service is None or s.service == service) and (operation is None or s.name == operation)
-        for s in spans
-    ):
-        return False
-    run = filters.get("run")
-    if run is not None:
-        from tracer.analysis.traceset import _run_matches
-
-        if not any(_run_matches(s, run) for s in spans):
-            return False
-    since_ns = filters.get("since_ns")
-    return since_ns is None or min(s.start_ns for s in spans) >= since_ns
-
-
 def _attribute(
     traces: dict[str, list[Any]], group_by: str, stage_map: StageMap | None
 ) -> tuple[list[tuple[Any, ...]], _IssueTally]:
@@ -149,7 +135,7 @@ def _worker(
     ranges: list[tuple[str, int, int]],
     group_by: str,
     stage_map: StageMap | None,
-    filters: dict[str, Any],
+    selection: TraceFilter,
     read_bytes: Any,
 ) -> None:
     try:
@@ -160,11 +146,11 @@ def _worker(
             conn.send(list(traceset.traces))
             split: set[str] = conn.recv()
             whole = {
-                t: s for t, s in traceset.traces.items() if t not in split and _keep(s, filters)
+                t: s for t, s in traceset.traces.items() if t not in split and selection.matches(s)
             }
             rows, tally = _attribute(whole, group_by, stage_map)
             away = {t: traceset.traces[t] for t in split if t in traceset.traces}
-            conn.send(("ok", rows, tally, traceset.warnings, away, len(traceset.traces)))
+            conn.send(("ok", rows, tally, traceset.warnings, away))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -173,25 +159,17 @@ def _worker(
     os._exit(0)
 
 
-def _merge_warnings(into: LoadWarnings, other: LoadWarnings) -> None:
-    into.skipped_spans += other.skipped_spans
-    into.skipped_traces += other.skipped_traces
-    into.duplicates += other.duplicates
-    for m in other.messages:
-        into.note(m)
-
-
 def analyze_files(
     paths: Sequence[Path],
     group_by: str,
     stage_map: StageMap | None,
     workers: int,
-    filters: dict[str, Any] | None = None,
+    selection: TraceFilter | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Analysis:
     """Load and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
-    ``filters``: ``service``, ``operation``, ``run`` (glob), ``since_ns``.
+    ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`.
     ``progress(phase, done, total)`` is called about ten times a second while the
     workers read (bytes), then once when they attribute.
 
@@ -199,7 +177,7 @@ def analyze_files(
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a worker failed.
     """
-    filters = filters or {}
+    selection = selection or TraceFilter()
     ctx = multiprocessing.get_context("fork")
     plan = _ranges(paths, workers)
     total_bytes = sum(hi - lo for ranges in plan for _, lo, hi in ranges)
@@ -209,7 +187,7 @@ def analyze_files(
         parent, child = ctx.Pipe()
         proc = ctx.Process(
             target=_worker,
-            args=(child, ranges, group_by, stage_map, filters, read_bytes),
+            args=(child, ranges, group_by, stage_map, selection, read_bytes),
             daemon=True,
         )
         proc.start()
@@ -236,13 +214,13 @@ def analyze_files(
             tally = _IssueTally()
             rows: list[tuple[Any, ...]] = []
             joined: dict[str, list[Any]] = {}
-            for _status, part_rows, part_tally, part_warnings, away, _n in results:
+            for _status, part_rows, part_tally, part_warnings, away in results:
                 rows.extend(part_rows)
                 tally.merge(part_tally)
-                _merge_warnings(warnings, part_warnings)
+                warnings.merge(part_warnings)
                 for t, spans in away.items():
                     joined.setdefault(t, []).extend(spans)
-            joined = {t: s for t, s in joined.items() if _keep(s, filters)}
+            joined = {t: s for t, s in joined.items() if selection.matches(s)}
             more, more_tally = _attribute(joined, group_by, stage_map)
             rows.extend(more)
             tally.merge(more_tally)
@@ -263,10 +241,3 @@ def _recv(conn: Any) -> Any:
     if isinstance(message, tuple) and message and message[0] == "error":
         raise HoptraceError(f"an analysis worker failed: {message[1]}")
     return message
-
-
-def default_workers() -> int:
-    """Processes for a large file: the CPUs (HOPTRACE_WORKERS overrides)."""
-    from tracer.analysis._parallel import workers_for
-
-    return workers_for(10**9)

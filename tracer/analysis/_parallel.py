@@ -18,9 +18,7 @@ from collections.abc import Iterator
 
 from tracer._errors import ConfigError
 
-__all__ = ["PARALLEL_MIN_TRACES", "gc_paused", "workers_for"]
-
-PARALLEL_MIN_TRACES = 20_000
+__all__ = ["gc_paused", "workers"]
 
 
 @contextlib.contextmanager
@@ -35,21 +33,18 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def workers_for(traces: int) -> int:
-    """How many processes to use for ``traces`` traces.
+def workers() -> int:
+    """Processes for a large file: one per CPU (at most 8), 1 without ``fork``.
 
     Raises:
         ConfigError: ``HOPTRACE_WORKERS`` is not a positive integer.
     """
     setting = os.environ.get("HOPTRACE_WORKERS", "").strip()
     if setting:
-        try:
-            count = int(setting)
-        except ValueError:
-            count = 0
+        count = int(setting) if setting.isdigit() else 0
         if count < 1:
             raise ConfigError(f"HOPTRACE_WORKERS must be a positive integer, got {setting!r}")
         return count
-    if traces < PARALLEL_MIN_TRACES or "fork" not in multiprocessing.get_all_start_methods():
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(os.cpu_count() or 1, 8))

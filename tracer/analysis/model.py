@@ -85,6 +85,14 @@ class LoadWarnings:
         self.skipped_spans += spans
         self.note(reason)
 
+    def merge(self, other: LoadWarnings) -> None:
+        """Add another loader's counts and messages."""
+        self.skipped_spans += other.skipped_spans
+        self.skipped_traces += other.skipped_traces
+        self.duplicates += other.duplicates
+        for m in other.messages:
+            self.note(m)
+
     def note(self, message: str) -> None:
         """Keep a message once."""
         if message not in self._seen and len(self._seen) < 200:

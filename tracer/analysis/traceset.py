@@ -9,7 +9,7 @@ from fnmatch import fnmatchcase
 from tracer.analysis.model import LoadWarnings, Span
 from tracer.attributes import RUN
 
-__all__ = ["TraceSet"]
+__all__ = ["TraceFilter", "TraceSet"]
 
 
 @dataclass
@@ -34,27 +34,40 @@ class TraceSet:
             else:
                 bucket.append(s)
 
-    def keep(
-        self, service: str | None = None, operation: str | None = None, run: str | None = None
-    ) -> TraceSet:
-        """The traces that contain a span of ``service`` (and ``operation``), and, with
-        ``run``, a span whose ``hoptrace.run`` attribute matches that glob pattern."""
-        if service is None and operation is None and run is None:
+    def keep(self, selection: TraceFilter) -> TraceSet:
+        """The traces ``selection`` keeps (all of them when it sets nothing)."""
+        if not selection.active:
             return self
-        kept = {
-            tid: spans
-            for tid, spans in self.traces.items()
-            if (
-                (service is None and operation is None)
-                or any(
-                    (service is None or s.service == service)
-                    and (operation is None or s.name == operation)
-                    for s in spans
-                )
-            )
-            and (run is None or any(_run_matches(s, run) for s in spans))
-        }
+        kept = {tid: spans for tid, spans in self.traces.items() if selection.matches(spans)}
         return TraceSet(kept, self.warnings)
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Which whole traces to keep: a span of ``service`` (and ``operation``), a span
+    whose ``hoptrace.run`` matches the glob ``run``, a start at or after ``since_ns``."""
+
+    service: str | None = None
+    operation: str | None = None
+    run: str | None = None
+    since_ns: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when it would drop anything."""
+        return any(v is not None for v in (self.service, self.operation, self.run, self.since_ns))
+
+    def matches(self, spans: list[Span]) -> bool:
+        """True when the trace made of ``spans`` is kept."""
+        service, operation, run = self.service, self.operation, self.run
+        if (service is not None or operation is not None) and not any(
+            (service is None or s.service == service) and (operation is None or s.name == operation)
+            for s in spans
+        ):
+            return False
+        if run is not None and not any(_run_matches(s, run) for s in spans):
+            return False
+        return self.since_ns is None or min(s.start_ns for s in spans) >= self.since_ns
 
 
 def _run_matches(span: Span, pattern: str) -> bool:

@@ -16,7 +16,7 @@ from tracer.analysis._parallel import gc_paused
 from tracer.analysis.loaders.files import load_file
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.store import load_store
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.traceset import TraceFilter, TraceSet
 
 __all__ = ["load", "parse_duration"]
 
@@ -115,13 +115,7 @@ def _load(
                 f"trace source {text!r} does not exist; give a trace file, a folder, a span "
                 "store or a Jaeger URL such as http://localhost:16686"
             )
-    traceset = traceset.keep(service, operation, run)
-    if since_ns is not None:
-        traceset.traces = {
-            tid: spans
-            for tid, spans in traceset.traces.items()
-            if min(s.start_ns for s in spans) >= since_ns
-        }
+    traceset = traceset.keep(TraceFilter(service, operation, run, since_ns))
     if limit is not None and len(traceset.traces) > limit:
         newest = sorted(
             traceset.traces.items(), key=lambda kv: min(s.start_ns for s in kv[1]), reverse=True
