@@ -22,14 +22,11 @@ ITL_HELP = (
 
 def _levels(text: str) -> list[int]:
     try:
-        levels = [int(part) for part in text.split(",") if part.strip()]
+        return sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
         raise ConfigError(
             f"--concurrency must be positive integers separated by commas, got {text!r}"
         ) from None
-    if not levels or any(c < 1 for c in levels):
-        raise ConfigError(f"--concurrency must be positive integers, got {text!r}")
-    return sorted(set(levels))
 
 
 def _tracing_reachable() -> str | None:
@@ -280,15 +277,16 @@ def register(group: click.Group) -> None:
         import tracer
         from collector import default_store_path
         from tracer.analysis import analyze, render
-        from tracer.bench import DEFAULT_PROMPT, bench_dict, run_bench
+        from tracer.bench import (
+            DEFAULT_PROMPT,
+            bench_dict,
+            check_arguments,
+            run_bench,
+            warmup_requests,
+        )
 
         levels = _levels(concurrency)
-        if requests < 1 or warmup < 0 or max_tokens < 1 or timeout <= 0:
-            raise ConfigError(
-                "--requests, --max-tokens and --timeout must be positive, --warmup not negative"
-            )
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"URL must be an http:// or https:// base URL, got {url!r}")
+        check_arguments(url, levels, requests, warmup, max_tokens, timeout)
         err = Console(stderr=True)
         notes: list[str] = []
         ours = False
@@ -304,7 +302,7 @@ def register(group: click.Group) -> None:
                 os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "200")
                 tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
                 ours = True
-        total = sum((max(warmup, c) if warmup else 0) + requests for c in levels)
+        total = sum(warmup_requests(warmup, c) + requests for c in levels)
         started = time.monotonic()
         try:
             with Progress(

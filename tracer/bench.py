@@ -34,9 +34,11 @@ __all__ = [
     "LevelResult",
     "Sample",
     "bench_dict",
+    "check_arguments",
     "find_knee",
     "run_bench",
     "stage_growth",
+    "warmup_requests",
 ]
 
 DEFAULT_PROMPT = (
@@ -237,6 +239,30 @@ async def _phase(
     return samples, time.perf_counter() - started
 
 
+def check_arguments(
+    base_url: str,
+    levels: Sequence[int],
+    requests: int,
+    warmup: int,
+    max_tokens: int,
+    timeout_s: float,
+) -> None:
+    """Raise ConfigError, in words a command-line user understands, on a bad argument."""
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"URL must be an http:// or https:// base URL, got {base_url!r}")
+    if not levels or any(c < 1 for c in levels):
+        raise ConfigError("--concurrency levels must be positive integers")
+    if requests < 1 or warmup < 0 or max_tokens < 1 or not timeout_s > 0:
+        raise ConfigError(
+            "--requests, --max-tokens and --timeout must be positive, --warmup not negative"
+        )
+
+
+def warmup_requests(warmup: int, concurrency: int) -> int:
+    """Warm-up requests at one level: at least the level's concurrency (none for 0)."""
+    return max(warmup, concurrency) if warmup > 0 else 0
+
+
 async def run_bench_async(
     base_url: str,
     *,
@@ -258,12 +284,7 @@ async def run_bench_async(
         ConfigError: bad arguments, or every warm-up request of the first level failed
             the same way (a wrong key, nothing listening).
     """
-    if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"URL must be an http:// or https:// base URL, got {base_url!r}")
-    if not levels or any(c < 1 for c in levels):
-        raise ConfigError("concurrency levels must be positive integers")
-    if requests < 1 or warmup < 0 or max_tokens < 1:
-        raise ConfigError("--requests and --max-tokens must be at least 1, --warmup at least 0")
+    check_arguments(base_url, levels, requests, warmup, max_tokens, timeout_s)
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     body = _body(model, prompt, max_tokens, stream)
@@ -275,7 +296,7 @@ async def run_bench_async(
     ) as client:
         for index, c in enumerate(levels):
             level = LevelResult(c, f"{run}-c{c}")
-            warm = max(warmup, c) if warmup > 0 else 0
+            warm = warmup_requests(warmup, c)
             if warm:
                 attrs = {RUN_ATTRIBUTE: f"{run}-warmup", "hoptrace.bench.concurrency": c}
                 warmed, _ = await _phase(
