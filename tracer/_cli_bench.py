@@ -11,7 +11,7 @@ import click
 
 from tracer._errors import ConfigError
 
-__all__ = ["bench_sections", "register"]
+__all__ = ["register"]
 
 ITL_HELP = (
     "Inter-chunk latency (ITL) is the gap between consecutive content chunks of a "
@@ -143,66 +143,6 @@ def _name_knee_stage(result: Any, traces: Any, notes: list[str]) -> None:
         f"{grown[0]} grew by {grown[1]:,.1f} ms per request (mean) from concurrency "
         f"{base.concurrency} to {knee.concurrency}"
     )
-
-
-def bench_sections(data: dict[str, Any], notes: list[str]) -> list[Any]:
-    """Table and Markdown sections for a bench result (its JSON dict)."""
-    from tracer.analysis.render import Section
-
-    def cell(s: dict[str, float] | None, key: str) -> str:
-        return "-" if not s or not s.get("n") else f"{s[key]:,.1f}"
-
-    head = Section(
-        f"Benchmark {data['url']} (max_tokens {data['max_tokens']}, "
-        f"{'streaming' if data['stream'] else 'not streaming'})",
-        [
-            "concurrency",
-            "ok/requests",
-            "errors",
-            "P50 ms",
-            "P90 ms",
-            "P99 ms",
-            "TTFC P50",
-            "TTFC P90",
-            "ITL P50",
-            "ITL P90",
-            "tokens/s",
-            "req/s",
-        ],
-    )
-    for lv in data["levels"]:
-        head.rows.append(
-            [
-                str(lv["concurrency"]),
-                f"{lv['ok']}/{lv['requests']}",
-                ", ".join(f"{k}: {v}" for k, v in lv["errors"].items()) or "-",
-                cell(lv["e2e_ms"], "p50"),
-                cell(lv["e2e_ms"], "p90"),
-                cell(lv["e2e_ms"], "p99"),
-                cell(lv["ttfc_ms"], "p50"),
-                cell(lv["ttfc_ms"], "p90"),
-                cell(lv["itl_ms"], "p50"),
-                cell(lv["itl_ms"], "p90"),
-                f"{lv['output_tokens_per_s']:,.1f}",
-                f"{lv['requests_per_s']:,.2f}",
-            ]
-        )
-    knee = data["knee"]
-    if knee is None:
-        head.notes.append("no knee: P90 stayed under 2x the lowest level's at every level")
-    else:
-        text = (
-            f"knee at concurrency {knee['concurrency']}: P90 is {knee['p90_ratio']:.1f}x the "
-            "lowest level's; the service, not the model, is the bottleneck from here"
-        )
-        if knee["stage"]:
-            text += f"; the stage that grew most: {knee['stage']}"
-        head.notes.append(text)
-    head.notes.extend(notes)
-    head.notes.append(
-        f"traces carry hoptrace.run = {data['run']}-c<concurrency> (warm-up: {data['run']}-warmup)"
-    )
-    return [head]
 
 
 def register(group: click.Group) -> None:
@@ -356,4 +296,4 @@ def register(group: click.Group) -> None:
                 jaeger_url=jaeger_url,
             )
 
-        _render(fmt, output, lambda: data, lambda: bench_sections(data, notes), report)
+        _render(fmt, output, lambda: data, lambda: render.bench_sections(data, notes), report)

@@ -13,6 +13,7 @@ from tracer.analysis.render.json_out import (
 from tracer.analysis.render.sections import (
     Section,
     analysis_sections,
+    bench_sections,
     comparison_sections,
     whatif_headline,
     whatif_sections,
@@ -24,6 +25,7 @@ __all__ = [
     "Section",
     "analysis_dict",
     "analysis_sections",
+    "bench_sections",
     "comparison_dict",
     "comparison_sections",
     "cost_per_request",

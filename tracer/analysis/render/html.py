@@ -22,9 +22,17 @@ from tracer.analysis.compare import Comparison
 from tracer.analysis.critical_path import own_times
 from tracer.analysis.model import KIND_CLIENT
 from tracer.analysis.prepare import PreparedTrace, StageMap, TraceIssues, prepare
-from tracer.analysis.render.sections import whatif_headline
+from tracer.analysis.render.sections import (
+    Section,
+    bench_sections,
+    comparison_sections,
+    fmt_ms,
+    groups_section,
+    hops_section,
+    whatif_sections,
+)
 from tracer.analysis.traceset import TraceSet
-from tracer.analysis.whatif import WhatIf, ideal_speedup
+from tracer.analysis.whatif import WhatIf
 
 __all__ = [
     "DEFAULT_JAEGER_URL",
@@ -189,14 +197,6 @@ svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
 """
 
 
-def _ms(v: float) -> str:
-    return f"{v:,.1f}"
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v * 100:.1f}%"
-
-
 def _legend(names: list[str]) -> str:
     items = "".join(
         f'<span><i class="swatch" style="background:{stage_colour(n)}"></i>{escape(n)}</span>'
@@ -242,18 +242,36 @@ def _stacked_bars(
     return "".join(parts)
 
 
+def _table(section: Section, table_id: str, swatches: bool = False) -> str:
+    """A :class:`Section`'s table as HTML: the same rows the text and Markdown show."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in section.headers)
+    rows = []
+    for row in section.rows:
+        first = escape(row[0])
+        if swatches:
+            first = f'<i class="swatch" style="background:{stage_colour(row[0])}"></i>{first}'
+        cells = "".join(f"<td>{escape(c)}</td>" for c in row[1:])
+        rows.append(f"<tr><td>{first}</td>{cells}</tr>")
+    return f'<table id="{table_id}"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
+def _notes(notes: list[str], headline: bool = False) -> str:
+    css = ' class="headline"' if headline else ""
+    return "".join(f"<p{css}>{escape(n)}</p>" for n in notes)
+
+
 def _share_card(a: Analysis) -> str:
     names = [g.name for g in a.groups]
     bars = [
         (
             "all time",
             [(g.name, g.share) for g in a.groups],
-            f"{a.traces} traces, P50 {_ms(a.e2e.p50)} ms",
+            f"{a.traces} traces, P50 {fmt_ms(a.e2e.p50)} ms",
         ),
         (
             "tail (>= P90)",
             [(g.name, g.tail_share) for g in a.groups],
-            f"P90 {_ms(a.e2e.p90)} ms",
+            f"P90 {fmt_ms(a.e2e.p90)} ms",
         ),
     ]
     if any(g.ttft_share is not None for g in a.groups) and a.ttft is not None:
@@ -261,7 +279,7 @@ def _share_card(a: Analysis) -> str:
             (
                 "first token",
                 [(g.name, g.ttft_share or 0.0) for g in a.groups],
-                f"TTFT P50 {_ms(a.ttft.p50)} ms",
+                f"TTFT P50 {fmt_ms(a.ttft.p50)} ms",
             )
         )
     return (
@@ -272,85 +290,51 @@ def _share_card(a: Analysis) -> str:
 
 def _stats_row(label: str, s: Stats) -> str:
     return (
-        f"<tr><td>{escape(label)}</td><td>{s.n}</td><td>{_ms(s.mean)}</td><td>{_ms(s.p50)}</td>"
-        f"<td>{_ms(s.p90)}</td><td>{_ms(s.p99)}</td></tr>"
+        f"<tr><td>{escape(label)}</td><td>{s.n}</td><td>{fmt_ms(s.mean)}</td><td>{fmt_ms(s.p50)}</td>"
+        f"<td>{fmt_ms(s.p90)}</td><td>{fmt_ms(s.p99)}</td></tr>"
     )
 
 
 def _percentile_card(a: Analysis) -> str:
-    rows = []
-    for g in a.groups:
-        rows.append(
-            f'<tr><td><i class="swatch" style="background:{stage_colour(g.name)}"></i>'
-            f"{escape(g.name)}</td><td>{_pct(g.share)}</td><td>{_pct(g.tail_share)}</td>"
-            f"<td>{_pct(g.ttft_share)}</td><td>{_ms(g.mean_ms)}</td><td>{_ms(g.p50_ms)}</td>"
-            f"<td>{_ms(g.p90_ms)}</td><td>{_ms(g.p99_ms)}</td></tr>"
-        )
     totals = [_stats_row("end-to-end", a.e2e)]
     if a.ttft is not None:
         totals.append(_stats_row("time to first token (client)", a.ttft))
     if a.model_ttft is not None:
         totals.append(_stats_row("time to first token (model server)", a.model_ttft))
-    hops = ""
-    if a.hops:
-        hop_rows = "".join(
-            f"<tr><td>{escape(h.source)} -&gt; {escape(h.target)}</td><td>{h.n}</td>"
-            f"<td>{_ms(h.mean_ms)}</td><td>{_ms(h.p50_ms)}</td><td>{_ms(h.p90_ms)}</td></tr>"
-            for h in a.hops
-        )
-        hops = (
-            '<h2>Network hops</h2><table id="hops"><tr><th>hop</th><th>traces</th>'
-            f"<th>mean ms</th><th>P50 ms</th><th>P90 ms</th></tr>{hop_rows}</table>"
-        )
+    hops = hops_section(a)
     return (
         '<section class="card" id="percentiles"><h2>Percentiles</h2>'
-        '<table id="groups"><tr><th>group</th><th>share</th><th>tail share</th>'
-        "<th>TTFT share</th><th>mean ms</th><th>P50 ms</th><th>P90 ms</th><th>P99 ms</th></tr>"
-        + "".join(rows)
-        + '</table><br><table id="totals"><tr><th></th><th>n</th><th>mean ms</th>'
+        + _table(groups_section(a), "groups", swatches=True)
+        + '<br><table id="totals"><tr><th></th><th>n</th><th>mean ms</th>'
         "<th>P50 ms</th><th>P90 ms</th><th>P99 ms</th></tr>"
         + "".join(totals)
         + "</table>"
-        + hops
+        + ("" if hops is None else "<h2>Network hops</h2>" + _table(hops, "hops"))
         + "</section>"
     )
 
 
 def _whatif_card(w: WhatIf) -> str:
-    before = dict(w.before_groups)
-    names = [n for n, _ in w.before_groups]
     scale = w.after.p50 / w.before.p50 if w.before.p50 > 0 else 0.0
     bars = [
-        ("before", list(w.before_groups), f"P50 {_ms(w.before.p50)} ms"),
+        ("before", list(w.before_groups), f"P50 {fmt_ms(w.before.p50)} ms"),
         (
             f"{w.stage} {w.speedup:g}x",
             [(n, s * scale) for n, s in w.after_groups],
-            f"P50 {_ms(w.after.p50)} ms",
+            f"P50 {fmt_ms(w.after.p50)} ms",
         ),
     ]
-    rows = "".join(
-        f"<tr><td>{escape(n)}</td><td>{_pct(before.get(n, 0.0))}</td><td>{_pct(s)}</td></tr>"
-        for n, s in w.after_groups
-    )
-    speed = "".join(
-        f"<tr><td>{k.upper() if k != 'mean' else 'mean'}</td>"
-        f"<td>{_ms(getattr(w.before, k))}</td><td>{_ms(getattr(w.after, k))}</td>"
-        f"<td>{w.realized[k]:.2f}x</td></tr>"
-        for k in ("mean", "p50", "p90", "p99")
-    )
+    speed, shares = whatif_sections(w)[:2]
     return (
-        '<section class="card" id="whatif"><h2>What if '
-        f"{escape(w.stage)} were {w.speedup:g}x faster</h2>"
-        f'<p class="headline">{escape(whatif_headline(w))}</p>'
-        f"<p>{escape(w.stage)} held {w.stage_share * 100:.1f}% of the critical path; "
-        f"Amdahl's bound for {w.speedup:g}x on it is "
-        f"{ideal_speedup(w.stage_share, w.speedup):.2f}x. Bars are drawn to scale.</p>"
+        f'<section class="card" id="whatif"><h2>{escape(speed.title)}</h2>'
+        + _notes(speed.notes[:1], headline=True)
+        + _notes([*speed.notes[1:], "Bars are drawn to scale."])
         + _stacked_bars(bars, "whatif-bars")
-        + _legend(names)
-        + '<table id="whatif-table"><tr><th></th><th>before ms</th><th>after ms</th>'
-        f"<th>speedup</th></tr>{speed}</table><br>"
-        "<table><tr><th>group</th><th>share before</th><th>share after</th></tr>"
-        f"{rows}</table></section>"
+        + _legend([n for n, _ in w.before_groups])
+        + _table(speed, "whatif-table")
+        + "<br>"
+        + _table(shares, "whatif-shares", swatches=True)
+        + "</section>"
     )
 
 
@@ -358,36 +342,22 @@ def _comparison_card(c: Comparison) -> str:
     b, k = c.baseline, c.candidate
     scale = k.e2e.mean / b.e2e.mean if b.e2e.mean > 0 else 0.0
     bars = [
-        ("baseline", [(g.name, g.share) for g in b.groups], f"mean {_ms(b.e2e.mean)} ms"),
+        ("baseline", [(g.name, g.share) for g in b.groups], f"mean {fmt_ms(b.e2e.mean)} ms"),
         (
             "candidate",
             [(g.name, g.share * scale) for g in k.groups],
-            f"mean {_ms(k.e2e.mean)} ms",
+            f"mean {fmt_ms(k.e2e.mean)} ms",
         ),
     ]
     names = sorted({g.name for g in b.groups} | {g.name for g in k.groups})
-    rows = "".join(
-        f"<tr><td>{escape(d.name)}</td><td>{_ms(d.baseline_mean_ms)}</td>"
-        f"<td>{_ms(d.candidate_mean_ms)}</td><td>{d.delta_mean_ms:+,.1f}</td>"
-        f"<td>{d.delta_p50_ms:+,.1f}</td><td>{d.delta_p90_ms:+,.1f}</td></tr>"
-        for d in c.groups
-    )
-    moved = (
-        f'<p class="headline">moved most: {escape(c.moved_most.name)} '
-        f"({c.moved_most.delta_mean_ms:+,.1f} ms mean); end-to-end P50 x"
-        f"{c.e2e_ratio['p50']:.3f}, P90 x{c.e2e_ratio['p90']:.3f}</p>"
-        if c.moved_most is not None
-        else ""
-    )
+    table = comparison_sections(c)[0]
     return (
         '<section class="card" id="compare"><h2>Candidate against baseline</h2>'
-        + moved
+        + _notes(table.notes, headline=True)
         + _stacked_bars(bars, "compare-bars")
         + _legend(names)
-        + '<table id="compare-table"><tr><th>group</th><th>baseline mean ms</th>'
-        "<th>candidate mean ms</th><th>delta mean</th><th>delta P50</th><th>delta P90</th></tr>"
-        + rows
-        + "</table></section>"
+        + _table(table, "compare-table", swatches=True)
+        + "</section>"
     )
 
 
@@ -403,7 +373,7 @@ def _bench_card(bench: dict[str, Any]) -> str:
         f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
         'stroke="#888"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>',
-        f'<text x="4" y="{top + 10}">{_ms(ymax)} ms</text>',
+        f'<text x="4" y="{top + 10}">{fmt_ms(ymax)} ms</text>',
         f'<text x="4" y="{top + plot_h}">0</text>',
     ]
 
@@ -431,39 +401,15 @@ def _bench_card(bench: dict[str, Any]) -> str:
     for i, c in enumerate(xs):
         parts.append(f'<text x="{px(i) - 8:.1f}" y="{top + plot_h + 18}">c={c}</text>')
     parts.append("</svg>")
-    knee = bench.get("knee")
-    knee_text = (
-        f"Knee at concurrency {knee['concurrency']}: P90 is {knee['p90_ratio']:.1f}x the "
-        "lowest level's; the service, not the model, is the bottleneck from here"
-        + (f" (the stage that grew most: {escape(knee['stage'])})." if knee.get("stage") else ".")
-        if knee
-        else "No knee: P90 stayed under 2x the lowest level's at every concurrency."
-    )
-
-    def cell(s: dict[str, float] | None, key: str) -> str:
-        return "-" if not s or not s.get("n") else _ms(s[key])
-
-    rows = "".join(
-        f"<tr><td>{lv['concurrency']}</td><td>{lv['requests']}</td><td>{lv['ok']}</td>"
-        f"<td>{escape(', '.join(f'{k}: {v}' for k, v in lv['errors'].items()) or '-')}</td>"
-        f"<td>{cell(lv['e2e_ms'], 'p50')}</td><td>{cell(lv['e2e_ms'], 'p90')}</td>"
-        f"<td>{cell(lv['e2e_ms'], 'p99')}</td><td>{cell(lv['ttfc_ms'], 'p50')}</td>"
-        f"<td>{cell(lv['ttfc_ms'], 'p90')}</td><td>{cell(lv['itl_ms'], 'p50')}</td>"
-        f"<td>{lv['output_tokens_per_s']:,.1f}</td><td>{lv['requests_per_s']:,.2f}</td></tr>"
-        for lv in levels
-    )
+    table = bench_sections(bench)[0]
     return (
-        '<section class="card" id="bench"><h2>Benchmark: '
-        f"{escape(str(bench.get('url', '')))}</h2>"
-        f"<p>max_tokens {bench.get('max_tokens')}, "
-        f"{'streaming' if bench.get('stream') else 'not streaming'}</p>"
-        f'<p class="headline">{knee_text}</p>'
+        '<section class="card" id="bench"><h2>'
+        f"{escape(table.title)}</h2>"
+        + _notes(table.notes[:1], headline=True)
         + "".join(parts)
-        + '<table id="bench-table"><tr><th>concurrency</th><th>requests</th><th>ok</th>'
-        "<th>errors</th><th>P50 ms</th><th>P90 ms</th><th>P99 ms</th><th>TTFC P50</th>"
-        "<th>TTFC P90</th><th>ITL P50</th><th>tokens/s</th><th>req/s</th></tr>"
-        + rows
-        + "</table></section>"
+        + _table(table, "bench-table")
+        + _notes(table.notes[1:])
+        + "</section>"
     )
 
 
@@ -486,7 +432,7 @@ def _waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
         anchor = "end" if tick == 4 else "start"
         parts.append(
             f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height}" stroke="#eceff3"/>'
-            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{_ms(ms)} ms</text>'
+            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{fmt_ms(ms)} ms</text>'
         )
     for r, row in enumerate(wf.rows):
         y = top + r * row_h
@@ -505,7 +451,7 @@ def _waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
             f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" rx="2" '
             f'fill="{fill}" data-stage="{escape(row.stage)}">'
             f"<title>{escape(row.stage)} · {escape(row.name)}: "
-            f"{_ms(row.end_ms - row.start_ms)} ms, {_ms(row.critical_ms)} ms on the critical "
+            f"{fmt_ms(row.end_ms - row.start_ms)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
             "path</title></rect>"
         )
         for g0, g1, hop in row.gaps:
@@ -514,7 +460,7 @@ def _waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
             parts.append(
                 f'<rect x="{gx:.2f}" y="{y + 3}" width="{gw:.2f}" height="{row_h - 6}" '
                 f'fill="{STAGE_COLOURS["network"]}" class="gap">'
-                f"<title>network {escape(hop)}: {_ms(g1 - g0)} ms</title></rect>"
+                f"<title>network {escape(hop)}: {fmt_ms(g1 - g0)} ms</title></rect>"
             )
     parts.append("</svg>")
     return "".join(parts)
@@ -525,7 +471,7 @@ def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
     stages = sorted({r.stage for r in wf.rows})
     return (
         f'<section class="card" id="exemplar-{index}"><h2>{escape(wf.label)}: '
-        f"{_ms(wf.e2e_ms)} ms end to end</h2>"
+        f"{fmt_ms(wf.e2e_ms)} ms end to end</h2>"
         f'<p>trace <code>{escape(wf.trace_id)}</code> · <a href="{escape(link)}" '
         'rel="noreferrer noopener" target="_blank">open in Jaeger</a> · grey: time on the '
         "network between services (the CLIENT span outside its remote server span)</p>"

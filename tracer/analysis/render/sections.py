@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.render.json_out import cost_per_request
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
-__all__ = ["Section", "analysis_sections", "comparison_sections", "whatif_sections"]
+__all__ = [
+    "Section",
+    "analysis_sections",
+    "bench_sections",
+    "comparison_sections",
+    "fmt_ms",
+    "fmt_pct",
+    "groups_section",
+    "hops_section",
+    "whatif_sections",
+]
 
 
 @dataclass
@@ -22,25 +33,25 @@ class Section:
     notes: list[str] = field(default_factory=list)
 
 
-def _ms(v: float) -> str:
+def fmt_ms(v: float) -> str:
+    """Milliseconds as the reports print them."""
     return f"{v:,.1f}"
 
 
-def _pct(v: float | None) -> str:
+def fmt_pct(v: float | None) -> str:
+    """A share as a percentage ('-' for none)."""
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
 def _stats_line(label: str, s: Stats) -> str:
     return (
-        f"{label}: P50 {_ms(s.p50)} ms, P90 {_ms(s.p90)} ms, P99 {_ms(s.p99)} ms, "
-        f"mean {_ms(s.mean)} ms (n={s.n})"
+        f"{label}: P50 {fmt_ms(s.p50)} ms, P90 {fmt_ms(s.p90)} ms, P99 {fmt_ms(s.p99)} ms, "
+        f"mean {fmt_ms(s.mean)} ms (n={s.n})"
     )
 
 
-def analysis_sections(
-    a: Analysis, prices: dict[str, tuple[float, float]] | None = None, title: str = ""
-) -> list[Section]:
-    """Sections for one analysis."""
+def groups_section(a: Analysis, title: str = "") -> Section:
+    """The share and percentile table of every group (notes: end-to-end, TTFT)."""
     head = Section(
         title or f"Where the time goes: {a.traces} traces, {a.spans} spans, by {a.group_by}",
         ["group", "share", "tail share", "TTFT share", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
@@ -49,13 +60,13 @@ def analysis_sections(
         head.rows.append(
             [
                 g.name,
-                _pct(g.share),
-                _pct(g.tail_share),
-                _pct(g.ttft_share),
-                _ms(g.mean_ms),
-                _ms(g.p50_ms),
-                _ms(g.p90_ms),
-                _ms(g.p99_ms),
+                fmt_pct(g.share),
+                fmt_pct(g.tail_share),
+                fmt_pct(g.ttft_share),
+                fmt_ms(g.mean_ms),
+                fmt_ms(g.p50_ms),
+                fmt_ms(g.p90_ms),
+                fmt_ms(g.p99_ms),
             ]
         )
     head.notes.append(_stats_line("end-to-end", a.e2e))
@@ -65,7 +76,7 @@ def analysis_sections(
         head.notes.append(_stats_line("time to first token inside the model server", a.model_ttft))
         if a.ttft is not None:
             head.notes.append(
-                f"the chain around the model adds {_ms(a.ttft.p50 - a.model_ttft.p50)} ms to "
+                f"the chain around the model adds {fmt_ms(a.ttft.p50 - a.model_ttft.p50)} ms to "
                 "the first token at P50"
             )
     if a.exemplars:
@@ -76,22 +87,37 @@ def analysis_sections(
             + a.exemplars.get("p90", "-")
             + " (open http://localhost:16686/trace/<id> in Jaeger)"
         )
-    sections = [head]
-    if a.hops:
-        hops = Section(
-            "Network hops (time in CLIENT spans outside the remote server)",
-            ["hop", "traces", "mean ms", "P50 ms", "P90 ms"],
+    return head
+
+
+def hops_section(a: Analysis) -> Section | None:
+    """Network time per hop, or None when the traces have no hops."""
+    if not a.hops:
+        return None
+    hops = Section(
+        "Network hops (time in CLIENT spans outside the remote server)",
+        ["hop", "traces", "mean ms", "P50 ms", "P90 ms"],
+    )
+    for h in a.hops:
+        hops.rows.append(
+            [
+                f"{h.source} -> {h.target}",
+                str(h.n),
+                fmt_ms(h.mean_ms),
+                fmt_ms(h.p50_ms),
+                fmt_ms(h.p90_ms),
+            ]
         )
-        for h in a.hops:
-            hops.rows.append(
-                [
-                    f"{h.source} -> {h.target}",
-                    str(h.n),
-                    _ms(h.mean_ms),
-                    _ms(h.p50_ms),
-                    _ms(h.p90_ms),
-                ]
-            )
+    return hops
+
+
+def analysis_sections(
+    a: Analysis, prices: dict[str, tuple[float, float]] | None = None, title: str = ""
+) -> list[Section]:
+    """Sections for one analysis."""
+    sections = [groups_section(a, title)]
+    hops = hops_section(a)
+    if hops is not None:
         sections.append(hops)
     if a.tokens is not None:
         tok = Section("Tokens")
@@ -123,7 +149,7 @@ def whatif_headline(w: WhatIf) -> str:
     rest_text = ", ".join(f"{n} {s * 100:.0f}%" for n, s in rest)
     return (
         f"{w.stage} {k}x faster -> end-to-end {w.realized['p50']:.1f}x faster at P50 "
-        f"({_ms(w.before.p50)} -> {_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90; "
+        f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90; "
         f"the rest is {rest_text}."
     )
 
@@ -135,10 +161,22 @@ def whatif_sections(w: WhatIf) -> list[Section]:
         ["", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
     )
     head.rows.append(
-        ["before", _ms(w.before.mean), _ms(w.before.p50), _ms(w.before.p90), _ms(w.before.p99)]
+        [
+            "before",
+            fmt_ms(w.before.mean),
+            fmt_ms(w.before.p50),
+            fmt_ms(w.before.p90),
+            fmt_ms(w.before.p99),
+        ]
     )
     head.rows.append(
-        ["after", _ms(w.after.mean), _ms(w.after.p50), _ms(w.after.p90), _ms(w.after.p99)]
+        [
+            "after",
+            fmt_ms(w.after.mean),
+            fmt_ms(w.after.p50),
+            fmt_ms(w.after.p90),
+            fmt_ms(w.after.p99),
+        ]
     )
     head.rows.append(["speedup"] + [f"{w.realized[k]:.2f}x" for k in ("mean", "p50", "p90", "p99")])
     head.notes.append(whatif_headline(w))
@@ -149,7 +187,7 @@ def whatif_sections(w: WhatIf) -> list[Section]:
     shares = Section("Shares of the critical path, before and after", ["group", "before", "after"])
     before = dict(w.before_groups)
     for name, share in w.after_groups:
-        shares.rows.append([name, _pct(before.get(name, 0.0)), _pct(share)])
+        shares.rows.append([name, fmt_pct(before.get(name, 0.0)), fmt_pct(share)])
     out = [head, shares]
     if w.messages or w.skipped_traces:
         warn = Section("Warnings")
@@ -169,8 +207,8 @@ def comparison_sections(c: Comparison) -> list[Section]:
         head.rows.append(
             [
                 d.name,
-                _ms(d.baseline_mean_ms),
-                _ms(d.candidate_mean_ms),
+                fmt_ms(d.baseline_mean_ms),
+                fmt_ms(d.candidate_mean_ms),
                 f"{d.delta_mean_ms:+,.1f}",
                 f"{d.delta_p50_ms:+,.1f}",
                 f"{d.delta_p90_ms:+,.1f}",
@@ -178,11 +216,70 @@ def comparison_sections(c: Comparison) -> list[Section]:
         )
     b, k = c.baseline.e2e, c.candidate.e2e
     head.notes.append(
-        f"end-to-end P50 {_ms(b.p50)} -> {_ms(k.p50)} ms (x{c.e2e_ratio['p50']:.3f}), "
-        f"P90 {_ms(b.p90)} -> {_ms(k.p90)} ms (x{c.e2e_ratio['p90']:.3f})"
+        f"end-to-end P50 {fmt_ms(b.p50)} -> {fmt_ms(k.p50)} ms (x{c.e2e_ratio['p50']:.3f}), "
+        f"P90 {fmt_ms(b.p90)} -> {fmt_ms(k.p90)} ms (x{c.e2e_ratio['p90']:.3f})"
     )
     if c.moved_most is not None:
         head.notes.append(
             f"moved most: {c.moved_most.name} ({c.moved_most.delta_mean_ms:+,.1f} ms mean)"
         )
+    return [head]
+
+
+def bench_sections(data: dict[str, Any], notes: list[str] | None = None) -> list[Section]:
+    """Table and Markdown sections for a bench result (its JSON dict)."""
+
+    def cell(s: dict[str, float] | None, key: str) -> str:
+        return "-" if not s or not s.get("n") else f"{s[key]:,.1f}"
+
+    head = Section(
+        f"Benchmark {data['url']} (max_tokens {data['max_tokens']}, "
+        f"{'streaming' if data['stream'] else 'not streaming'})",
+        [
+            "concurrency",
+            "ok/requests",
+            "errors",
+            "P50 ms",
+            "P90 ms",
+            "P99 ms",
+            "TTFC P50",
+            "TTFC P90",
+            "ITL P50",
+            "ITL P90",
+            "tokens/s",
+            "req/s",
+        ],
+    )
+    for lv in data["levels"]:
+        head.rows.append(
+            [
+                str(lv["concurrency"]),
+                f"{lv['ok']}/{lv['requests']}",
+                ", ".join(f"{k}: {v}" for k, v in lv["errors"].items()) or "-",
+                cell(lv["e2e_ms"], "p50"),
+                cell(lv["e2e_ms"], "p90"),
+                cell(lv["e2e_ms"], "p99"),
+                cell(lv["ttfc_ms"], "p50"),
+                cell(lv["ttfc_ms"], "p90"),
+                cell(lv["itl_ms"], "p50"),
+                cell(lv["itl_ms"], "p90"),
+                f"{lv['output_tokens_per_s']:,.1f}",
+                f"{lv['requests_per_s']:,.2f}",
+            ]
+        )
+    knee = data["knee"]
+    if knee is None:
+        head.notes.append("no knee: P90 stayed under 2x the lowest level's at every level")
+    else:
+        text = (
+            f"knee at concurrency {knee['concurrency']}: P90 is {knee['p90_ratio']:.1f}x the "
+            "lowest level's; the service, not the model, is the bottleneck from here"
+        )
+        if knee["stage"]:
+            text += f"; the stage that grew most: {knee['stage']}"
+        head.notes.append(text)
+    head.notes.extend(notes or [])
+    head.notes.append(
+        f"traces carry hoptrace.run = {data['run']}-c<concurrency> (warm-up: {data['run']}-warmup)"
+    )
     return [head]
