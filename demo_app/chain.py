@@ -54,7 +54,7 @@ class Chain:
         self.ports = {name: free_port() for name in ("gateway", "app", "model")}
         self._procs: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []
-        self._log_dir = Path(log_dir) if log_dir else None
+        self.log_dir = Path(log_dir) if log_dir else None
         self._speedup = speedup
         self._options = dict(
             rate_limit=rate_limit,
@@ -87,9 +87,9 @@ class Chain:
             *extra,
         ]
         out: Any = subprocess.DEVNULL
-        if self._log_dir is not None:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
-            out = open(self._log_dir / f"{service}.log", "ab")  # noqa: SIM115
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            out = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115
             self._logs.append(out)
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
         self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))

@@ -13,6 +13,8 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Every tracer in the tests, and the services they start, export within 100 ms.
+os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "100")
 FIXTURES = Path(os.environ.get("HOPTRACE_FIXTURES", REPO.parent / "shared" / "fixtures"))
 
 

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def hoptrace(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess:
@@ -15,3 +20,14 @@ def hoptrace(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.C
         timeout=timeout,
         **kwargs,
     )
+
+
+def eventually(probe: Callable[[], T], done: Callable[[T], bool], deadline_s: float = 20.0) -> T:
+    """Call ``probe`` until ``done`` accepts its result or the deadline passes; the last
+    result either way (the services export spans on their own timers)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        result = probe()
+        if done(result) or time.monotonic() > end:
+            return result
+        time.sleep(0.1)

@@ -21,7 +21,7 @@ REQUESTS = 16
 def _bench(chain: Chain, *args: str, endpoint: str | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint or chain.collector.endpoint
-    env["OTEL_BSP_SCHEDULE_DELAY"] = "100"
+    env["OTEL_BSP_SCHEDULE_DELAY"] = os.environ["OTEL_BSP_SCHEDULE_DELAY"]
     return subprocess.run(
         [sys.executable, "-m", "tracer.cli", "bench", chain.base_url, *args],
         env=env,

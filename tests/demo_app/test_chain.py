@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import Counter
 
@@ -13,6 +12,7 @@ import pytest
 import tracer
 from demo_app.chain import Chain
 from demo_app.client import run_requests
+from tests.helpers import eventually
 from tracer.analysis import analyze, load
 from tracer.analysis.prepare import TraceIssues, prepare
 
@@ -21,10 +21,8 @@ STAGES = {"client", "gateway", "auth", "context", "inference", "postprocess", "r
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory):
-    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "100")
     folder = tmp_path_factory.mktemp("demo")
     with Chain(folder / "spans.db", profile="lan", rate_limit=0.0, log_dir=folder) as running:
-        running.log_dir = folder
         tracer.setup(service_name="client", endpoint=running.collector.endpoint)
         yield running
         # Flush and stop the exporter while the collector still listens.
@@ -32,18 +30,20 @@ def chain(tmp_path_factory):
 
 
 def _complete(chain, ids, deadline_s=20.0):
-    """Poll the store, with a deadline, until every trace has all seven stages."""
-    end = time.monotonic() + deadline_s
-    while True:
+    """The store's traces and those of ``ids``, once every one has all seven stages."""
+
+    def probe():
         tracer.force_flush()
         traces = load([chain.collector.store.path])
-        have = {t: s for t, s in traces.traces.items() if t in ids}
-        stages = {t: {s.stage for s in spans} for t, spans in have.items()}
-        if len(have) == len(ids) and all(v >= STAGES for v in stages.values()):
-            return traces, have
-        if time.monotonic() > end:
-            return traces, have
-        time.sleep(0.2)
+        return traces, {t: s for t, s in traces.traces.items() if t in ids}
+
+    def done(result):
+        have = result[1]
+        return len(have) == len(ids) and all(
+            {s.stage for s in spans} >= STAGES for spans in have.values()
+        )
+
+    return eventually(probe, done, deadline_s)
 
 
 @pytest.mark.parametrize("stream", [True, False])

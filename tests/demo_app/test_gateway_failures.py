@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from demo_app.chain import Chain
+from tests.helpers import eventually
 from tracer.analysis import load
 from tracer.analysis.model import KIND_SERVER
 
@@ -78,17 +79,15 @@ def test_upstream_timeout_answers_504(chain, model):
     assert "timed out" in resp.json()["detail"]
     assert GATEWAY_TIMEOUT_S <= took < GATEWAY_TIMEOUT_S + 2.0
     # The 504 is on the gateway's server span in the store.
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        spans = [s for spans in load([chain.collector.store.path]).traces.values() for s in spans]
-        codes = {
+    codes = eventually(
+        lambda: {
             s.attributes.get("http.response.status_code", s.attributes.get("http.status_code"))
+            for spans in load([chain.collector.store.path]).traces.values()
             for s in spans
             if s.service == "gateway" and s.kind == KIND_SERVER
-        }
-        if 504 in codes:
-            break
-        time.sleep(0.3)
+        },
+        lambda found: 504 in found,
+    )
     assert 504 in codes
 
 

@@ -6,12 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 
 from demo_app.chain import Chain
 from tests.conftest import free_port, wait_http
+from tests.helpers import eventually
 from tracer.analysis import load
 from tracer.analysis.prepare import TraceIssues, prepare
 
@@ -49,18 +49,15 @@ def test_chain_serves_from_an_external_untraced_model_server(tmp_path):
             assert all(
                 len(a.json()["choices"][0]["message"]["content"].split()) == 6 for a in answers
             )
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                traces = load([chain.collector.store.path]).traces
-                chats = {
+            chats = eventually(
+                lambda: {
                     t: spans
-                    for t, spans in traces.items()
+                    for t, spans in load([chain.collector.store.path]).traces.items()
                     if any(s.name == "POST /v1/chat/completions" for s in spans)
                     and {"gateway", "app"} <= {s.service for s in spans}
-                }
-                if len(chats) == 3:
-                    break
-                time.sleep(0.3)
+                },
+                lambda found: len(found) == 3,
+            )
     finally:
         external.terminate()
         external.wait(timeout=10)
