@@ -44,7 +44,7 @@ def _subset(traceset: Any, trace_ids: set[str]) -> Any:
 
 def register(group: click.Group) -> None:
     """Add ``demo`` and ``serve`` to the command group."""
-    from tracer.cli import _emit
+    from tracer.cli import _emit, store_option
 
     @group.command()
     @click.option("--requests", default=40, show_default=True, help="Measured requests per run.")
@@ -63,11 +63,7 @@ def register(group: click.Group) -> None:
         help="Latency profile: seed, lan or loopback.",
     )
     @click.option("--stream/--no-stream", default=True, show_default=True)
-    @click.option(
-        "--store",
-        type=click.Path(dir_okay=False),
-        help="Span store [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
-    )
+    @store_option
     @click.option(
         "--format",
         "fmt",
@@ -226,7 +222,7 @@ def register(group: click.Group) -> None:
     @click.option("--rate-limit", default=0.0, help="Requests per second per key (burst = RPS).")
     @click.option("--speedup", default=1.0, show_default=True)
     @click.option("--profile", default="seed", show_default=True)
-    @click.option("--store", type=click.Path(dir_okay=False))
+    @store_option
     @click.option(
         "--max-concurrency",
         default=0,

@@ -206,6 +206,11 @@ def _stage_map(path: str | None) -> Any:
     return load_stage_map(path)
 
 
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False),
+    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
+)
 _group_by_option = click.option(
     "--group-by",
     type=click.Choice(("stage", "service", "operation")),
@@ -557,11 +562,7 @@ def check(
     help="Address to bind; loopback unless you mean to expose it.",
 )
 @click.option("--port", default=4318, show_default=True, type=int)
-@click.option(
-    "--store",
-    type=click.Path(dir_okay=False),
-    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
-)
+@store_option
 @click.option(
     "--max-body-bytes",
     type=int,
