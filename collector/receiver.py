@@ -30,8 +30,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from collector.store import SpanStore
-from tracer.analysis.model import LoadWarnings, Span
-from tracer.analysis.otlp import spans_from_otlp_json, spans_from_otlp_proto
+from tracer.spans.model import Span, Warnings
+from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "OtlpReceiver"]
 
@@ -198,7 +198,7 @@ class OtlpReceiver:
         body = await self._read_body(receive)
         if encoding == "gzip":
             body = self._gunzip(body)
-        warnings = LoadWarnings()
+        warnings = Warnings()
         spans, total = self._decode(body, is_json, warnings)
         rejected = total - len(spans)
         if spans:
@@ -262,7 +262,7 @@ class OtlpReceiver:
             raise _BadRequest(400, "gzip body is truncated")
         return out
 
-    def _decode(self, body: bytes, is_json: bool, warnings: LoadWarnings) -> tuple[list[Span], int]:
+    def _decode(self, body: bytes, is_json: bool, warnings: Warnings) -> tuple[list[Span], int]:
         if is_json:
             try:
                 obj = orjson.loads(body)

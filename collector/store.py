@@ -1,7 +1,7 @@
 """The span store: SQLite in WAL mode, one writer and any number of readers.
 
 The receiver writes batches with :meth:`SpanStore.write`; the analyzer, in this or
-another process, reads spans back as :class:`tracer.analysis.model.Span` while ingest
+another process, reads spans back as :class:`tracer.spans.model.Span` while ingest
 goes on. A span already written through this store object (the most recent
 ``recent_keys`` of them; retries and re-sent batches land there) is not written again,
 and the analyzer keeps one span per (trace id, span id) on reading. The table has no
@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from tracer._errors import SourceError
-from tracer.analysis.model import Span
+from tracer.spans.model import Span
 
 __all__ = ["SpanStore", "default_store_path"]
 

@@ -22,6 +22,7 @@ import tracer
 from demo_app.common import NetworkLeg, delay, log_event, sse
 from demo_app.profiles import Profile
 from tracer import attributes as attrs
+from tracer._sse import aiter_sse_data
 
 __all__ = ["create_app_app"]
 
@@ -95,11 +96,8 @@ def create_app_app(
             async with client.stream("POST", url, json=body) as resp:
                 if resp.status_code != 200:
                     raise UpstreamFailure(f"model answered {resp.status_code}")
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data: "):
-                        continue
-                    data = line[6:]
-                    if data == "[DONE]":
+                async for data in aiter_sse_data(resp.aiter_lines()):
+                    if data.strip() == "[DONE]":
                         return
                     try:
                         chunk = json.loads(data)
@@ -146,7 +144,7 @@ def create_app_app(
                 except UpstreamFailure as exc:
                     counters["fallbacks"] += 1
                     log_event("fallback", tier=tier, reason=str(exc))
-                    span.set_attribute("hoptrace.fallback_reason", str(exc))
+                    span.set_attribute(attrs.FALLBACK_REASON, str(exc))
                     if sent_any:
                         raise  # part of the answer is out: do not mix two answers
         tier = "cached" if key in cache else "rule"

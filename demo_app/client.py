@@ -16,6 +16,7 @@ import httpx
 
 import tracer
 from tracer import attributes as attrs
+from tracer._sse import aiter_sse_data
 
 __all__ = ["RequestResult", "run_requests"]
 
@@ -65,10 +66,10 @@ async def _one(
                     "POST", base_url + "/chat/completions", json=body, headers=headers
                 ) as resp:
                     status = resp.status_code
-                    async for line in resp.aiter_lines():
-                        if not line.startswith("data: ") or line == "data: [DONE]":
+                    async for data in aiter_sse_data(resp.aiter_lines()):
+                        if data.strip() == "[DONE]":
                             continue
-                        chunk = json.loads(line[6:])
+                        chunk = json.loads(data)
                         if "error" in chunk:
                             error = chunk["error"].get("message")
                             continue
@@ -84,7 +85,7 @@ async def _one(
                 chunks = 1 if status == 200 else 0
         except httpx.HTTPError as exc:
             status, error = 0, f"{type(exc).__name__}: {exc}"
-        span.set_attribute("http.response.status_code", status)
+        span.set_attribute(attrs.HTTP_RESPONSE_STATUS_CODE, status)
         if status == 200 and error is None:
             with tracer.stage("client", span_name="render"):
                 await asyncio.sleep(render_ms / 1000)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -31,3 +34,11 @@ def eventually(probe: Callable[[], T], done: Callable[[T], bool], deadline_s: fl
         if done(result) or time.monotonic() > end:
             return result
         time.sleep(0.1)
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip with one line on a developer's clone; fail in CI (``CI=true``), which must run
+    every test."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: this test must run)")
+    pytest.skip(reason)

@@ -32,7 +32,15 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from tracer._errors import ConfigError
 
-__all__ = ["DEFAULT_ENDPOINT", "force_flush", "is_configured", "setup", "shutdown"]
+__all__ = [
+    "DEFAULT_ENDPOINT",
+    "PROMPT_EXPORT_DELAY_MS",
+    "force_flush",
+    "is_configured",
+    "prefer_prompt_export",
+    "setup",
+    "shutdown",
+]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_ENDPOINT = "http://127.0.0.1:4318"
@@ -41,6 +49,17 @@ _PROTOCOLS = ("http/protobuf", "grpc")
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
 _processor: SpanProcessor | None = None
+
+
+#: Batch export delay for short interactive runs (demo, bench, serve): their spans reach
+#: the store within a fraction of a second instead of the SDK's default 5 s.
+PROMPT_EXPORT_DELAY_MS = 200
+
+
+def prefer_prompt_export() -> None:
+    """Set ``OTEL_BSP_SCHEDULE_DELAY`` to :data:`PROMPT_EXPORT_DELAY_MS` unless the user
+    set it; in the environment, so the service processes started afterwards get it too."""
+    os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", str(PROMPT_EXPORT_DELAY_MS))
 
 
 def _env_true(name: str) -> bool:

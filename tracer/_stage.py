@@ -5,7 +5,7 @@ functions, coroutines, generators and async generators, and as a sync or async
 context manager. It uses the global OpenTelemetry tracer provider at call time, so it
 works inside any OpenTelemetry setup, not only after :func:`tracer.setup`.
 
-Streams (generators) get the first-token mark of SPEC.md section 4: an event
+Streams (generators) get the first-token mark (``docs/analysis.md``, time to first token): an event
 ``hoptrace.first_token`` and ``gen_ai.response.time_to_first_chunk`` (seconds from the
 span's start) when the first item is yielded, and ``hoptrace.chunks``; the span ends
 when the stream is exhausted, closed or fails.
@@ -13,6 +13,7 @@ when the stream is exhausted, closed or fails.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import logging
@@ -64,7 +65,7 @@ def _record_error(span: Span, exc: BaseException) -> None:
             span.record_exception(exc)
             span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         else:  # cancellation, GeneratorExit, KeyboardInterrupt: not a failure of the code
-            span.set_attribute("hoptrace.cancelled", type(exc).__name__)
+            span.set_attribute(attrs.CANCELLED, type(exc).__name__)
     except Exception:  # telemetry never breaks the app
         _logger.debug("could not record an exception on span", exc_info=True)
 
@@ -85,6 +86,12 @@ def mark_first_token(span: Span, start_ns: int, now_ns: int | None = None) -> No
         _logger.debug("could not mark the first token", exc_info=True)
 
 
+#: The ``stage`` blocks open in this context: (owner, span, context token), innermost last.
+_open_blocks: contextvars.ContextVar[tuple[tuple[Any, Span, Any], ...]] = contextvars.ContextVar(
+    "hoptrace_open_stage_blocks", default=()
+)
+
+
 class stage:  # noqa: N801 - used like a function: @stage("auth")
     """Mark a function, coroutine, stream or block as one stage of a request.
 
@@ -101,7 +108,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
     As a context manager it yields the span, so the block can add attributes.
     """
 
-    __slots__ = ("_attributes", "_name", "_span_name", "_stack")
+    __slots__ = ("_attributes", "_name", "_span_name")
 
     def __init__(self, name: str, span_name: str | None = None, **attributes: AttributeValue):
         if not isinstance(name, str) or not name.strip():
@@ -109,7 +116,6 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
         self._name = name
         self._span_name = span_name
         self._attributes: dict[str, AttributeValue] = {attrs.STAGE: name, **attributes}
-        self._stack: list[tuple[Span, object]] = []
 
     @property
     def name(self) -> str:
@@ -278,19 +284,29 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
         return agen_wrapper
 
     # -- context manager --------------------------------------------------------------
+    # The open blocks live in a context variable, not on the instance: one ``stage``
+    # object entered by two tasks (or threads) at once keeps one entry per task, and
+    # each exit finds its own span.
     def __enter__(self) -> Span:
         tracer = _current_tracer()
         if tracer is None:
             span: Span = trace.INVALID_SPAN
-            self._stack.append((span, None))
+            _open_blocks.set((*_open_blocks.get(), (self, span, None)))
             return span
         span = tracer.start_span(self._span_name or self._name, attributes=self._attributes)
         token = otel_context.attach(trace.set_span_in_context(span))
-        self._stack.append((span, token))
+        _open_blocks.set((*_open_blocks.get(), (self, span, token)))
         return span
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        span, token = self._stack.pop()
+        blocks = _open_blocks.get()
+        for i in range(len(blocks) - 1, -1, -1):
+            if blocks[i][0] is self:
+                _, span, token = blocks[i]
+                _open_blocks.set(blocks[:i] + blocks[i + 1 :])
+                break
+        else:  # exited in another context than entered: nothing of ours to end
+            return
         if token is None:
             return
         if exc is not None:

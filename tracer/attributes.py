@@ -1,4 +1,4 @@
-"""Span attribute and event names hoptrace writes and reads (SPEC.md sections 3 and 4).
+"""Span attribute and event names hoptrace writes and reads (``docs/analysis.md``).
 
 Every key is a constant here; no module spells one inline.
 """
@@ -6,11 +6,14 @@ Every key is a constant here; no module spells one inline.
 from __future__ import annotations
 
 __all__ = [
-    "RUN",
+    "BENCH_CONCURRENCY",
+    "BENCH_STATUS",
+    "CANCELLED",
     "CANONICAL_STAGES",
     "CHUNKS",
     "DERIVED_NETWORK",
     "DERIVED_OTHER",
+    "FALLBACK_REASON",
     "FALLBACK_TIER",
     "FIRST_TOKEN_EVENT",
     "GEN_AI_INPUT_TOKENS",
@@ -24,6 +27,10 @@ __all__ = [
     "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TIME_TO_FIRST_CHUNK",
+    "HTTP_RESPONSE_STATUS_CODE",
+    "JAEGER_SPAN_KIND",
+    "RUN",
+    "SERVICE_NAME",
     "STAGE",
     "STREAM_CLOSED_EARLY",
 ]
@@ -40,6 +47,20 @@ STREAM_CLOSED_EARLY = "hoptrace.stream.closed_early"
 FALLBACK_TIER = "hoptrace.fallback_tier"
 #: Names the run (demo, bench, load test) a request belongs to; ``--run`` filters on it.
 RUN = "hoptrace.run"
+#: Why a request fell back to a lower tier (the error text of the tier above).
+FALLBACK_REASON = "hoptrace.fallback_reason"
+#: The exception type that cancelled a stage (a client gone, a timeout).
+CANCELLED = "hoptrace.cancelled"
+#: How a bench request ended: ``200``, another status, ``timeout``, ``protocol``, ...
+BENCH_STATUS = "hoptrace.bench.status"
+#: The concurrency level a bench request ran at.
+BENCH_CONCURRENCY = "hoptrace.bench.concurrency"
+
+# Standard resource, span and HTTP keys.
+SERVICE_NAME = "service.name"
+#: The span kind tag of Jaeger's JSON (``client``, ``server``, ...).
+JAEGER_SPAN_KIND = "span.kind"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 
 # GenAI semantic conventions (experimental).
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"

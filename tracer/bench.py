@@ -8,7 +8,7 @@ requests/s. The knee is the first level whose P90 is 2x or more the lowest level
 with the traces at hand, the stage whose time grew most between the two is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
-    print(bench_dict(result)["knee"])
+    print(result.knee)
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import httpx
 import tracer
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
+from tracer._sse import aiter_sse_data
 from tracer.analysis.aggregate import Stats, stats
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "Knee",
     "LevelResult",
     "Sample",
-    "bench_dict",
     "check_arguments",
     "find_knee",
     "run_bench",
@@ -170,11 +170,8 @@ async def _one(
                 async with client.stream("POST", url, json=body, headers=headers) as resp:
                     status = str(resp.status_code)
                     if resp.status_code == 200:
-                        async for line in resp.aiter_lines():
-                            if not line.startswith("data:"):
-                                continue  # blank lines, ": keep-alive" comments
-                            data = line[5:].strip()
-                            if data == "[DONE]":
+                        async for data in aiter_sse_data(resp.aiter_lines()):
+                            if data.strip() == "[DONE]":
                                 break
                             chunk = json.loads(data)
                             if "error" in chunk:
@@ -209,7 +206,7 @@ async def _one(
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
             status = "protocol"
         e2e = (time.perf_counter() - started) * 1000
-        span.set_attribute("hoptrace.bench.status", status)
+        span.set_attribute(attrs.BENCH_STATUS, status)
     tokens = usage_tokens if isinstance(usage_tokens, int) else chunks
     return Sample(trace_id, status, e2e, ttfc, tuple(gaps), tokens)
 
@@ -298,15 +295,15 @@ async def run_bench_async(
             level = LevelResult(c, f"{run}-c{c}")
             warm = warmup_requests(warmup, c)
             if warm:
-                attrs = {RUN_ATTRIBUTE: f"{run}-warmup", "hoptrace.bench.concurrency": c}
+                tags = {RUN_ATTRIBUTE: f"{run}-warmup", attrs.BENCH_CONCURRENCY: c}
                 warmed, _ = await _phase(
-                    client, url, headers, body, attrs, warm, c, _ticker(progress, f"c={c} warm-up")
+                    client, url, headers, body, tags, warm, c, _ticker(progress, f"c={c} warm-up")
                 )
                 if index == 0:
                     _refuse_hopeless(base_url, warmed)
-            attrs = {RUN_ATTRIBUTE: level.run, "hoptrace.bench.concurrency": c}
+            tags = {RUN_ATTRIBUTE: level.run, attrs.BENCH_CONCURRENCY: c}
             level.samples, level.wall_s = await _phase(
-                client, url, headers, body, attrs, requests, c, _ticker(progress, f"c={c} measure")
+                client, url, headers, body, tags, requests, c, _ticker(progress, f"c={c} measure")
             )
             if index == 0 and not warm:
                 _refuse_hopeless(base_url, level.samples)
@@ -385,47 +382,3 @@ def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[s
     growth = {g: after.get(g, 0.0) - before.get(g, 0.0) for g in set(before) | set(after)}
     stage = max(growth, key=lambda g: (growth[g], g))
     return stage, growth[stage]
-
-
-def _stats_dict(s: Stats | None) -> dict[str, float] | None:
-    if s is None:
-        return None
-    return {
-        "n": s.n,
-        "mean": round(s.mean, 3),
-        "p50": round(s.p50, 3),
-        "p90": round(s.p90, 3),
-        "p99": round(s.p99, 3),
-    }
-
-
-def bench_dict(result: BenchResult) -> dict[str, Any]:
-    """The JSON shape of ``hoptrace bench --format json``."""
-    return {
-        "url": result.url,
-        "max_tokens": result.max_tokens,
-        "stream": result.stream,
-        "run": result.run,
-        "levels": [
-            {
-                "concurrency": lv.concurrency,
-                "run": lv.run,
-                "requests": len(lv.samples),
-                "ok": len(lv.ok),
-                "errors": lv.errors(),
-                "e2e_ms": _stats_dict(lv.e2e()),
-                "ttfc_ms": _stats_dict(lv.ttfc()) if result.stream else None,
-                "itl_ms": _stats_dict(lv.itl()) if result.stream else None,
-                "output_tokens_per_s": round(lv.output_tokens_per_s(), 3),
-                "requests_per_s": round(lv.requests_per_s(), 3),
-            }
-            for lv in result.levels
-        ],
-        "knee": None
-        if result.knee is None
-        else {
-            "concurrency": result.knee.concurrency,
-            "p90_ratio": round(result.knee.p90_ratio, 3),
-            "stage": result.knee.stage,
-        },
-    }

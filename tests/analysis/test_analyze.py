@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from tracer.analysis import TraceSet, analyze, load, what_if
-from tracer.analysis.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
+from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 MS = 1_000_000
 T0 = 1_700_000_000_000_000_000
@@ -230,17 +230,17 @@ def test_public_fixture_loads_and_service_shares_sum_to_one(fixtures_dir, name):
 
 def test_hotrod_critical_path_covers_root_exactly(fixtures_dir):
     from tracer.analysis import break_down, prepare
-    from tracer.analysis.prepare import TraceIssues
+    from tracer.spans import Warnings
 
     traceset = load([fixtures_dir / "hotrod_apiv3_getTrace.json"])
     ((tid, spans),) = traceset.traces.items()
-    trace = prepare(tid, spans, TraceIssues())
+    trace = prepare(tid, spans, Warnings())
     b = break_down(trace, "operation")
     assert b.e2e_ns == 702_608_000 or abs(b.e2e_ns - 702_608_000) < 1000
     assert sum(b.groups.values()) == b.e2e_ns
     shares = {k: v / b.e2e_ns for k, v in b.groups.items()}
     assert shares["mysql: SQL SELECT"] == pytest.approx(0.366, abs=0.001)
-    # jaeger-ui's walk does not clip at the cursor; ours does (SPEC.md 4), so the two
+    # jaeger-ui's walk does not clip at the cursor; ours does (docs/analysis.md), so the two
     # overlapping route calls split about 1 ms differently.
     assert shares["route: GET /route"] == pytest.approx(0.291, abs=0.003)
     assert shares["redis-manual: GetDriver"] == pytest.approx(0.291, abs=0.003)
@@ -258,3 +258,33 @@ def test_car_rental_orphans_are_counted(fixtures_dir):
     assert result.spans == 68  # 83 lines of spans, 15 duplicates
     # one second root in trace 68876d36..., and 40 of the 41 parentless SELECTs of ad02bc3f...
     assert result.warnings.orphans == 41
+
+
+def test_whatif_on_a_parent_chain_of_30000_spans_needs_no_recursion():
+    # Each span calls the next: 30,000 levels deep, past any recursion limit.
+    depth = 30_000
+    spans = [
+        _span("d" * 32, f"{i + 1:016x}", f"{i:016x}" if i else None, "svc", i * 0.01, 1000 - i * 0.01,
+              stage="inference" if i % 2 else "context")
+        for i in range(depth)
+    ]  # fmt: skip
+    projection = what_if(_set(spans), "inference", 2)
+    result = analyze(_set(spans))
+    inference = next(g for g in result.groups if g.name == "inference")
+    # Amdahl on a chain: e' = e - a_inference * (1 - 1/k).
+    expected = result.e2e.p50 - inference.mean_ms * 0.5
+    assert projection.after.p50 == pytest.approx(expected, rel=1e-9)
+
+
+def test_whatif_anchors_siblings_the_same_with_many_children():
+    # 2,000 sequential children under one parent, each anchored on the one before: a 2x
+    # faster stage halves every child, and the parent's own gaps stay.
+    children = [
+        _span("e" * 32, f"{i + 2:016x}", "0000000000000001", "svc", 1 + i * 2, 2 + i * 2,
+              stage="inference")
+        for i in range(2000)
+    ]  # fmt: skip
+    root = _span("e" * 32, "0000000000000001", None, "svc", 0, 4001, stage="gateway")
+    projection = what_if(_set([root, *children]), "inference", 2)
+    # before: 4001 ms; after: 2000 children of 0.5 ms plus 2001 ms of the root's own gaps.
+    assert projection.after.p50 == pytest.approx(2000 * 0.5 + 2001, rel=1e-9)

@@ -77,15 +77,15 @@ def test_utf16_file_with_bom_is_read(tmp_path, fixtures_dir):
 
 
 def test_unreadable_event_times_do_not_break_loading():
-    from tracer.analysis.model import LoadWarnings
-    from tracer.analysis.otlp import spans_from_otlp_json
+    from tracer.spans.model import Warnings
+    from tracer.spans.otlp import spans_from_otlp_json
 
     body = to_otlp_json(chain_trace("3" * 32, T0, model_ttft_ms=100.0))
     for rs in body["resourceSpans"]:
         for ss in rs["scopeSpans"]:
             for span in ss["spans"]:
                 span["events"] = [{"name": "hoptrace.first_token", "timeUnixNano": "soon"}, "x"]
-    warnings = LoadWarnings()
+    warnings = Warnings()
     spans = [s for o in [body] for s in spans_from_otlp_json(o, warnings)]
     assert len(spans) == 11 and warnings.skipped_spans == 0
     # The unreadable marks are ignored, the spans kept.

@@ -130,3 +130,13 @@ def test_stage_map_assigns_stages_to_uninstrumented_traces(fixtures_dir, tmp_pat
 def test_bad_price_is_a_one_line_error(seed_file):
     proc = hoptrace("analyze", str(seed_file), "--price", "nonsense")
     assert proc.returncode == 2 and "MODEL=IN:OUT" in proc.stderr
+
+
+def test_table_and_markdown_link_exemplars_to_the_jaeger_url_given(seed_file):
+    for fmt in ("table", "markdown"):
+        proc = hoptrace(
+            "analyze", str(seed_file), "--format", fmt, "--jaeger-url", "http://jaeger.internal:9/"
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "http://jaeger.internal:9/trace/<id>" in proc.stdout
+        assert "localhost:16686" not in proc.stdout

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracer.analysis import own_times, prepare, retime
-from tracer.analysis.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
-from tracer.analysis.prepare import TraceIssues
+from tracer.spans import Warnings
+from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 STAGES = ["client", "gateway", "auth", "context", "inference", None]
 T0 = 1_700_000_000_000_000_000
@@ -62,7 +62,7 @@ def span_trees(draw):
 
 
 def _prepared(spans):
-    trace = prepare("f" * 32, spans, TraceIssues())
+    trace = prepare("f" * 32, spans, Warnings())
     assert trace is not None
     return trace
 

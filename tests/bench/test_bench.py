@@ -14,6 +14,9 @@ from demo_app.chain import Chain
 from tracer.analysis import load
 from tracer.bench import LevelResult, Sample, find_knee
 
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
+
 MAX_TOKENS = 8
 REQUESTS = 16
 

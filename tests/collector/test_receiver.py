@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from collector import SpanStore
 from tracer import attributes as attrs
 from tracer import mark_first_token
-from tracer.analysis.model import KIND_CLIENT, KIND_INTERNAL
+from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL
 
 
 def _make_spans(provider: TracerProvider, n_traces: int = 3) -> None:

@@ -14,7 +14,11 @@ from demo_app.chain import Chain
 from demo_app.client import run_requests
 from tests.helpers import eventually
 from tracer.analysis import analyze, load
-from tracer.analysis.prepare import TraceIssues, prepare
+from tracer.analysis.prepare import prepare
+from tracer.spans import Warnings
+
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
 
 STAGES = {"client", "gateway", "auth", "context", "inference", "postprocess", "return"}
 
@@ -62,7 +66,7 @@ def test_chain_traces_are_complete_across_four_services(chain, stream):
     assert set(have) == ids
     for tid, spans in have.items():
         assert {s.service for s in spans} == {"client", "gateway", "app", "model"}
-        trace = prepare(tid, spans, TraceIssues())
+        trace = prepare(tid, spans, Warnings())
         assert set(trace.stage) >= STAGES
         hops = {h for h in trace.hop if h}
         assert hops == {("client", "gateway"), ("gateway", "app"), ("app", "model")}

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.helpers import hoptrace
+
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
 
 
 def test_demo_prints_both_runs_the_projection_and_the_answer(tmp_path):

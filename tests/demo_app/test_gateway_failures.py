@@ -11,7 +11,10 @@ import pytest
 from demo_app.chain import Chain
 from tests.helpers import eventually
 from tracer.analysis import load
-from tracer.analysis.model import KIND_SERVER
+from tracer.spans.model import KIND_SERVER
+
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
 
 GATEWAY_TIMEOUT_S = 1.5
 HEARTBEAT_S = 0.1

@@ -8,12 +8,17 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from demo_app.chain import Chain
 from tests.conftest import free_port, wait_http
 from tests.helpers import eventually
 from tracer.analysis import load
-from tracer.analysis.prepare import TraceIssues, prepare
+from tracer.analysis.prepare import prepare
+from tracer.spans import Warnings
+
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
 
 
 def test_chain_serves_from_an_external_untraced_model_server(tmp_path):
@@ -65,7 +70,7 @@ def test_chain_serves_from_an_external_untraced_model_server(tmp_path):
     assert len(chats) == 3
     for trace_id, spans in chats.items():
         assert {s.service for s in spans} == {"gateway", "app"}  # the external one is silent
-        trace = prepare(trace_id, spans, TraceIssues())
+        trace = prepare(trace_id, spans, Warnings())
         assert trace is not None
         # The call out of the app is inference time (no remote child to make it a hop),
         # and the model name asked for is on the span.
@@ -78,3 +83,62 @@ def test_chain_serves_from_an_external_untraced_model_server(tmp_path):
         if line.startswith("{")
     ]
     assert sum(1 for e in served if e.get("event") == "model_done") == 3
+
+
+def test_upstream_stream_without_a_space_after_data_colon_is_read(tmp_path):
+    # The SSE format makes the space after "data:" optional; a server that leaves it out
+    # (and sends a keep-alive comment) must stream through the app all the same.
+    import threading
+
+    import uvicorn
+    from fastapi import FastAPI
+    from fastapi.responses import StreamingResponse
+
+    words = ["alpha", "beta", "gamma"]
+    stand_in = FastAPI()
+
+    @stand_in.post("/v1/chat/completions")
+    async def chat() -> StreamingResponse:
+        async def events():
+            yield b": keep-alive\n\n"
+            for w in words:
+                chunk = {"choices": [{"index": 0, "delta": {"content": w + " "}}]}
+                yield b"data:" + json.dumps(chunk).encode() + b"\n\n"
+            yield b"data:[DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(stand_in, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_http(f"http://127.0.0.1:{port}/docs")
+        with Chain(
+            tmp_path / "s.db", profile="loopback", upstream=f"http://127.0.0.1:{port}/v1"
+        ) as chain:
+            body = {
+                "model": "m",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 3,
+                "stream": True,
+            }
+            text = ""
+            with httpx.stream(
+                "POST",
+                chain.base_url + "/chat/completions",
+                json=body,
+                headers={"authorization": f"Bearer {chain.api_key}"},
+                timeout=30,
+            ) as resp:
+                assert resp.status_code == 200
+                for line in resp.iter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[6:])
+                        assert "error" not in chunk, chunk
+                        for choice in chunk.get("choices") or []:
+                            text += (choice.get("delta") or {}).get("content") or ""
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert text.split() == words

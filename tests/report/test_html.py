@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.helpers import hoptrace
-from tracer.analysis.render.html import STAGE_COLOURS
+from tests.helpers import hoptrace, skip_or_fail
+from tracer.analysis.render.svg import STAGE_COLOURS
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
@@ -119,7 +119,7 @@ def _browser():
     from playwright.sync_api import sync_playwright
 
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"chromium not found at {CHROMIUM}: run .ci/install-browser")
+        skip_or_fail(f"no Chromium at {CHROMIUM}: .ci/install-browser installs Debian's chromium")
     return sync_playwright()
 
 
@@ -156,6 +156,7 @@ def _colour_pixels(png: Path, colour: str, tolerance: int = 6) -> int:
     )
 
 
+@pytest.mark.integration
 def test_report_renders_in_headless_chromium(report, tmp_path):
     url = report.resolve().as_uri()
     with _browser() as p:
@@ -189,6 +190,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     assert wide > narrow * 1.03
 
 
+@pytest.mark.integration
 def test_the_request_gate_would_catch_an_external_fetch(report, tmp_path):
     """Control: the same harness sees a fetch when one is slipped into the page."""
     html = report.read_text()

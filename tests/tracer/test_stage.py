@@ -193,3 +193,42 @@ def test_public_all_is_sorted_and_importable():
         assert list(module.__all__) == sorted(module.__all__)
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_one_stage_object_entered_by_two_concurrent_tasks_ends_each_tasks_own_span():
+    # Task a enters first and leaves first while task b is still inside: a shared stack
+    # on the instance would end b's span when a leaves, and a's span when b leaves.
+    block = tracer.stage("context")
+
+    async def main() -> None:
+        a_in, b_in, a_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def a() -> None:
+            async with block as span:
+                span.set_attribute("who", "a")
+                a_in.set()
+                await b_in.wait()
+            a_out.set()
+
+        async def b() -> None:
+            await a_in.wait()
+            async with block as span:
+                span.set_attribute("who", "b")
+                b_in.set()
+                await a_out.wait()
+                # a has left: b's span is still open and still the current one
+                assert span.is_recording()
+                assert tracer_span_is_current(span)
+
+        await asyncio.gather(a(), b())
+
+    def tracer_span_is_current(span) -> bool:
+        from opentelemetry import trace
+
+        return trace.get_current_span() is span
+
+    with capture_spans() as spans:
+        asyncio.run(main())
+    ended = {s.attributes["who"]: s for s in spans.spans}
+    assert set(ended) == {"a", "b"}
+    assert ended["a"].end_time < ended["b"].end_time

@@ -5,7 +5,7 @@
     result = analyze(traces, group_by="stage")
     projection = what_if(traces, stage="inference", speedup=100)
 
-Semantics: SPEC.md sections 3 to 9. Results are frozen dataclasses; rendering is in
+Semantics: ``docs/analysis.md``. Results are frozen dataclasses; rendering is in
 ``tracer.analysis.render``.
 """
 
@@ -17,7 +17,6 @@ from tracer.analysis.aggregate import (
     HopStats,
     Stats,
     TokenStats,
-    Warnings,
     analyze,
     stats,
 )
@@ -25,11 +24,13 @@ from tracer.analysis.breakdown import TraceBreakdown, break_down
 from tracer.analysis.compare import Comparison, GroupDelta, compare
 from tracer.analysis.critical_path import own_times
 from tracer.analysis.loaders import load, parse_duration
-from tracer.analysis.model import LoadWarnings, Span
-from tracer.analysis.prepare import PreparedTrace, TraceIssues, prepare
+from tracer.analysis.pipeline import analyze_sources
+from tracer.analysis.prepare import PreparedTrace, prepare
 from tracer.analysis.stage_map import StageMapRules, load_stage_map
 from tracer.analysis.traceset import TraceSet
+from tracer.analysis.waterfall import Waterfall, WaterfallRow, exemplar_waterfalls, waterfall
 from tracer.analysis.whatif import WhatIf, ideal_speedup, retime, what_if
+from tracer.spans.model import Span, Warnings
 
 __all__ = [
     "Analysis",
@@ -37,20 +38,22 @@ __all__ = [
     "GroupDelta",
     "GroupStats",
     "HopStats",
-    "LoadWarnings",
     "PreparedTrace",
     "Span",
     "StageMapRules",
     "Stats",
     "TokenStats",
     "TraceBreakdown",
-    "TraceIssues",
     "TraceSet",
     "Warnings",
+    "Waterfall",
+    "WaterfallRow",
     "WhatIf",
     "analyze",
+    "analyze_sources",
     "break_down",
     "compare",
+    "exemplar_waterfalls",
     "ideal_speedup",
     "load",
     "load_stage_map",
@@ -59,5 +62,6 @@ __all__ = [
     "prepare",
     "retime",
     "stats",
+    "waterfall",
     "what_if",
 ]

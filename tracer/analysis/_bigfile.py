@@ -22,12 +22,12 @@ import orjson
 
 from tracer._errors import HoptraceError
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis.aggregate import Analysis, _IssueTally, aggregate, iter_prepared
+from tracer.analysis.aggregate import Analysis, aggregate, iter_prepared
 from tracer.analysis.breakdown import TraceBreakdown, break_down
 from tracer.analysis.loaders.files import _load_lines
-from tracer.analysis.model import LoadWarnings
 from tracer.analysis.prepare import StageMap
 from tracer.analysis.traceset import TraceFilter, TraceSet
+from tracer.spans.model import Warnings
 
 __all__ = ["MIN_BYTES", "analyze_files", "eligible"]
 
@@ -105,8 +105,8 @@ def _lines(path: str, lo: int, hi: int) -> Any:
 
 def _attribute(
     traces: dict[str, list[Any]], group_by: str, stage_map: StageMap | None
-) -> tuple[list[tuple[Any, ...]], _IssueTally]:
-    tally = _IssueTally()
+) -> tuple[list[tuple[Any, ...]], Warnings]:
+    tally = Warnings()
     rows = [
         tuple(getattr(b, f) for f in _FIELDS)
         for b in (
@@ -210,8 +210,8 @@ def analyze_files(
                 conn.send(split.intersection(ids) if split else set())
             del id_lists, seen
             results = [_recv(c) for c in conns]
-            warnings = LoadWarnings()
-            tally = _IssueTally()
+            warnings = Warnings()
+            tally = Warnings()
             rows: list[tuple[Any, ...]] = []
             joined: dict[str, list[Any]] = {}
             for _status, part_rows, part_tally, part_warnings, away in results:

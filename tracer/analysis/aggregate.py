@@ -1,4 +1,4 @@
-"""Aggregation over many traces (SPEC.md section 5) and the ``analyze`` pipeline."""
+"""Aggregation over many traces (``docs/analysis.md``, aggregation) and the ``analyze`` pipeline."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
-from tracer.analysis.prepare import PreparedTrace, StageMap, TraceIssues, prepare
+from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceSet
+from tracer.spans.model import Warnings
 
 __all__ = [
     "Analysis",
@@ -19,7 +20,6 @@ __all__ = [
     "HopStats",
     "Stats",
     "TokenStats",
-    "Warnings",
     "aggregate",
     "analyze",
     "iter_prepared",
@@ -99,17 +99,6 @@ class TokenStats:
 
 
 @dataclass(frozen=True, slots=True)
-class Warnings:
-    """What was adjusted or could not be used, with reasons."""
-
-    orphans: int = 0
-    skew_adjusted: int = 0
-    skipped_traces: int = 0
-    skipped_spans: int = 0
-    messages: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Analysis:
     """The result of :func:`analyze`: shares, percentiles, hops, TTFT, warnings."""
 
@@ -127,38 +116,12 @@ class Analysis:
     breakdowns: tuple[TraceBreakdown, ...]
 
 
-class _IssueTally:
-    def __init__(self) -> None:
-        self.orphans = self.skew = self.skipped_traces = self.skipped_spans = 0
-        self.messages: list[str] = []
-
-    def merge(self, other: _IssueTally) -> None:
-        """Add another tally's counts and new messages."""
-        self.orphans += other.orphans
-        self.skew += other.skew
-        self.skipped_traces += other.skipped_traces
-        self.skipped_spans += other.skipped_spans
-        for m in other.messages:
-            if m not in self.messages:
-                self.messages.append(m)
-
-    def add(self, issues: TraceIssues) -> None:
-        self.orphans += issues.orphans
-        self.skew += issues.skew_adjusted
-        self.skipped_spans += issues.skipped_spans
-        for m in issues.messages:
-            if m not in self.messages:
-                self.messages.append(m)
-
-
 def iter_prepared(
-    traceset: TraceSet, tally: _IssueTally, stage_map: StageMap | None = None
+    traceset: TraceSet, tally: Warnings, stage_map: StageMap | None = None
 ) -> Iterator[PreparedTrace]:
     """Prepare every trace of ``traceset``; the ones without a root are counted."""
     for trace_id, spans in traceset.traces.items():
-        issues = TraceIssues()
-        prepared = prepare(trace_id, spans, issues, stage_map)
-        tally.add(issues)
+        prepared = prepare(trace_id, spans, tally, stage_map)
         if prepared is None:
             tally.skipped_traces += 1
             continue
@@ -176,19 +139,20 @@ def analyze(
     """
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    tally = _IssueTally()
+    tally = Warnings()
     with gc_paused():
         breakdowns = [break_down(t, group_by) for t in iter_prepared(traceset, tally, stage_map)]
         return aggregate(breakdowns, group_by, traceset, tally)
 
 
 def aggregate(
-    breakdowns: list[TraceBreakdown], group_by: str, traceset: TraceSet, tally: _IssueTally
+    breakdowns: list[TraceBreakdown], group_by: str, traceset: TraceSet, tally: Warnings
 ) -> Analysis:
-    """Aggregate per-trace breakdowns (SPEC.md section 5)."""
-    lw = traceset.warnings
-    messages = list(lw.messages) + [m for m in tally.messages if m not in lw.messages]
-    skipped_traces = lw.skipped_traces + tally.skipped_traces
+    """Aggregate per-trace breakdowns (``docs/analysis.md``, aggregation)."""
+    warnings = Warnings()
+    warnings.merge(traceset.warnings)
+    warnings.merge(tally)
+    messages = warnings.messages
     # One order whatever the source order or the number of workers: exemplar ties and
     # the JSON come out the same.
     breakdowns = sorted(breakdowns, key=lambda b: (b.start_ns, b.trace_id))
@@ -196,7 +160,7 @@ def aggregate(
         reason = messages[0] if messages else "the source holds no spans"
         raise NoUsableDataError(f"no trace could be analysed: {reason}")
     if len(breakdowns) < MIN_TRACES:
-        messages.append(
+        warnings.note(
             f"only {len(breakdowns)} traces: percentiles from fewer than {MIN_TRACES} "
             "samples are rough"
         )
@@ -268,13 +232,7 @@ def aggregate(
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=tokens,
-        warnings=Warnings(
-            orphans=tally.orphans,
-            skew_adjusted=tally.skew,
-            skipped_traces=skipped_traces,
-            skipped_spans=lw.skipped_spans + tally.skipped_spans,
-            messages=tuple(messages),
-        ),
+        warnings=warnings,
         exemplars=_exemplars(breakdowns, e2e),
         breakdowns=tuple(breakdowns),
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Analysis, Stats
 
-__all__ = ["Limit", "Verdict", "check_budget", "load_budget"]
+__all__ = ["BudgetResult", "Limit", "Verdict", "check_budget", "load_budget"]
 
 PERCENTILE_KEYS = ("p50_ms", "p90_ms", "p99_ms")
 SHARE_KEYS = ("share_max", "tail_share_max")
@@ -55,6 +55,24 @@ class Verdict:
     def passed(self) -> bool:
         """Measured at or under the limit."""
         return self.measured <= self.limit
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetResult:
+    """Every limit of a budget, measured on ``traces`` traces."""
+
+    traces: int
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def failed(self) -> tuple[Verdict, ...]:
+        """The limits exceeded."""
+        return tuple(v for v in self.verdicts if not v.passed)
+
+    @property
+    def passed(self) -> bool:
+        """True when every limit is met."""
+        return not self.failed
 
 
 def _number(where: str, key: str, value: object) -> float:
@@ -118,7 +136,7 @@ def _percentile(stats: Stats, key: str) -> float:
     return float(getattr(stats, key.removesuffix("_ms")))
 
 
-def check_budget(analysis: Analysis, limits: list[Limit]) -> list[Verdict]:
+def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
     """Measure every limit on ``analysis`` (grouped by stage).
 
     Raises:
@@ -157,4 +175,4 @@ def check_budget(analysis: Analysis, limits: list[Limit]) -> list[Verdict]:
             else:
                 measured = float(getattr(group, lim.key))
         verdicts.append(Verdict(lim.scope, lim.key, lim.limit, measured))
-    return verdicts
+    return BudgetResult(analysis.traces, tuple(verdicts))

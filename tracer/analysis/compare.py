@@ -1,4 +1,4 @@
-"""Compare a baseline run with a candidate (SPEC.md section 7)."""
+"""Compare a baseline run with a candidate (``docs/analysis.md``, compare)."""
 
 from __future__ import annotations
 

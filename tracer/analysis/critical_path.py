@@ -1,4 +1,4 @@
-"""Critical-path attribution of one trace (SPEC.md section 4) and its TTFT view.
+"""Critical-path attribution of one trace (``docs/analysis.md``, critical path) and its TTFT view.
 
 :func:`own_times` walks back from the root's end into the last-finishing child,
 repeatedly, as Jaeger UI and Uber's CRISP do; every instant of the root's interval

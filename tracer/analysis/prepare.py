@@ -1,4 +1,4 @@
-"""One trace, made ready for attribution (SPEC.md sections 3 and 4).
+"""One trace, made ready for attribution (``docs/analysis.md``: stages, first-token marks).
 
 :func:`prepare` de-duplicates spans, finds the root, re-parents orphans, drops spans
 caught in parent cycles, widens CLIENT spans that a remote child streams past,
@@ -8,24 +8,14 @@ corrects clock skew, and resolves each span's stage and network hop.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from tracer.analysis.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span
 from tracer.attributes import DERIVED_NETWORK, DERIVED_OTHER
+from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
-__all__ = ["PreparedTrace", "TraceIssues", "prepare"]
+__all__ = ["PreparedTrace", "StageMap", "prepare"]
 
 StageMap = Callable[[str, str], "str | None"]
-
-
-@dataclass
-class TraceIssues:
-    """What :func:`prepare` adjusted or dropped in one trace."""
-
-    orphans: int = 0
-    skew_adjusted: int = 0
-    skipped_spans: int = 0
-    messages: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -57,7 +47,7 @@ class PreparedTrace:
 def prepare(
     trace_id: str,
     raw_spans: Sequence[Span],
-    issues: TraceIssues,
+    issues: Warnings,
     stage_map: StageMap | None = None,
 ) -> PreparedTrace | None:
     """Build a :class:`PreparedTrace`, or None when the trace has no root.
@@ -80,7 +70,7 @@ def prepare(
             parent[i] = index.get(pid, -1)
     parentless = [i for i in range(n) if parent[i] == -1]
     if not parentless:
-        issues.messages.append("traces whose spans all sit in parent cycles were skipped")
+        issues.note("traces whose spans all sit in parent cycles were skipped")
         issues.skipped_spans += n
         return None
     root = parentless[0]
@@ -103,7 +93,7 @@ def prepare(
     if len(order) < n:
         dropped = n - len(order)
         issues.skipped_spans += dropped
-        issues.messages.append("spans caught in parent cycles were skipped")
+        issues.note("spans caught in parent cycles were skipped")
         keep = set(order)
         for i in order:
             children[i] = [c for c in children[i] if c in keep]
@@ -120,7 +110,7 @@ def _fix_clocks(
     children: list[list[int]],
     start: list[int],
     end: list[int],
-    issues: TraceIssues,
+    issues: Warnings,
 ) -> None:
     for p in order:
         kids = children[p]

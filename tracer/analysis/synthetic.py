@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tracer import attributes as attrs
-from tracer.analysis.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
+from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 __all__ = ["SEED_MS", "chain_trace", "to_jaeger_json", "to_otlp_json"]
 
@@ -223,7 +223,7 @@ def to_otlp_json(spans: Iterable[Span]) -> dict[str, Any]:
     return {
         "resourceSpans": [
             {
-                "resource": {"attributes": [_attr("service.name", service)]},
+                "resource": {"attributes": [_attr(attrs.SERVICE_NAME, service)]},
                 "scopeSpans": [{"scope": {"name": "hoptrace"}, "spans": items}],
             }
             for service, items in by_service.items()
@@ -247,7 +247,9 @@ def to_jaeger_json(spans: Iterable[Span]) -> dict[str, Any]:
             trace["processes"][pid] = {"serviceName": s.service, "tags": []}
         tags = [{"key": k, "type": "string", "value": v} for k, v in s.attributes.items()]
         if s.kind in _KIND_TAG:
-            tags.append({"key": "span.kind", "type": "string", "value": _KIND_TAG[s.kind]})
+            tags.append(
+                {"key": attrs.JAEGER_SPAN_KIND, "type": "string", "value": _KIND_TAG[s.kind]}
+            )
         logs = []
         if s.first_token_ns is not None:
             logs.append(

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from tracer.analysis.model import LoadWarnings, Span
 from tracer.attributes import RUN
+from tracer.spans.model import Span, Warnings
 
 __all__ = ["TraceFilter", "TraceSet"]
 
@@ -17,7 +17,7 @@ class TraceSet:
     """Spans grouped by trace id, with what the loaders skipped."""
 
     traces: dict[str, list[Span]] = field(default_factory=dict)
-    warnings: LoadWarnings = field(default_factory=LoadWarnings)
+    warnings: Warnings = field(default_factory=Warnings)
 
     @property
     def span_count(self) -> int:
@@ -33,6 +33,11 @@ class TraceSet:
                 traces[s.trace_id] = [s]
             else:
                 bucket.append(s)
+
+    def subset(self, trace_ids: Iterable[str]) -> TraceSet:
+        """The traces whose ids are in ``trace_ids`` (those present), same warnings."""
+        wanted = set(trace_ids)
+        return TraceSet({t: s for t, s in self.traces.items() if t in wanted}, self.warnings)
 
     def keep(self, selection: TraceFilter) -> TraceSet:
         """The traces ``selection`` keeps (all of them when it sets nothing)."""

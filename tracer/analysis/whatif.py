@@ -1,4 +1,4 @@
-"""What-if: "stage X becomes k times faster" (SPEC.md section 6).
+"""What-if: "stage X becomes k times faster" (``docs/analysis.md``, what-if).
 
 Every trace is retimed with its dependencies kept: the own time of spans in stage X is
 divided by k, everything else keeps its length. A child keeps its start offset from
@@ -11,15 +11,15 @@ sibling that was hidden can become critical.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis.aggregate import NS_PER_MS, Stats, _IssueTally, iter_prepared, stats
+from tracer.analysis.aggregate import NS_PER_MS, Stats, iter_prepared, stats
 from tracer.analysis.breakdown import group_key
 from tracer.analysis.critical_path import own_times
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceSet
+from tracer.spans.model import Warnings
 
 __all__ = ["WhatIf", "ideal_speedup", "retime", "what_if"]
 
@@ -61,31 +61,78 @@ def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float
             hi[c] = max(min(trace.end[c] - base, hi[p]), cs)
     new_start = [0.0] * n
     new_end = [0.0] * n
-
-    def place(p: int) -> None:
-        kids = sorted(trace.children[p], key=lambda c: (lo[c], hi[c]))
-        f = factor[p]
-        placed: list[int] = []
-        for c in kids:
-            anchor = -1
-            for s in placed:
-                if hi[s] <= lo[c] and (anchor < 0 or hi[s] > hi[anchor]):
-                    anchor = s
-            if anchor >= 0:
-                new_start[c] = new_end[anchor] + (lo[c] - hi[anchor]) * f
-            else:
-                new_start[c] = new_start[p] + (lo[c] - lo[p]) * f
-            place(c)
-            placed.append(c)
-        if kids:
-            last = max(hi[c] for c in kids)
-            new_end[p] = max(new_end[c] for c in kids) + (hi[p] - last) * f
-        else:
-            new_end[p] = new_start[p] + (hi[p] - lo[p]) * f
-
     new_start[root] = float(lo[root])
-    place(root)
+    # Depth first without recursion (chains of any depth): a frame per span whose
+    # children are being placed; a child is placed only after its earlier siblings'
+    # whole subtrees, since its anchor's new end depends on them.
+    stack = [_Frame(root, lo, hi, trace.children[root])]
+    while stack:
+        frame = stack[-1]
+        p = frame.parent
+        if frame.next < len(frame.kids):
+            c = frame.kids[frame.next]
+            anchor = frame.anchor_for(frame.next)
+            if anchor >= 0:
+                new_start[c] = new_end[anchor] + (lo[c] - hi[anchor]) * factor[p]
+            else:
+                new_start[c] = new_start[p] + (lo[c] - lo[p]) * factor[p]
+            frame.next += 1
+            stack.append(_Frame(c, lo, hi, trace.children[c]))
+            continue
+        stack.pop()
+        if frame.kids:
+            last = max(hi[c] for c in frame.kids)
+            new_end[p] = max(new_end[c] for c in frame.kids) + (hi[p] - last) * factor[p]
+        else:
+            new_end[p] = new_start[p] + (hi[p] - lo[p]) * factor[p]
     return new_start, new_end
+
+
+class _Frame:
+    """The children of one span in placing order, and the search for their anchors.
+
+    A child's anchor is the earlier-placed sibling with the latest end at or before the
+    child's start (the first placed among equals). Children are placed by start, so
+    the threshold only grows: siblings sorted by end are taken in once each, which
+    keeps a span with many children at O(n log n).
+    """
+
+    __slots__ = ("parent", "kids", "next", "_lo", "_hi", "_by_end", "_taken", "_best", "_waiting")
+
+    def __init__(self, parent: int, lo: list[int], hi: list[int], children: list[int]) -> None:
+        self.parent = parent
+        self.kids = sorted(children, key=lambda c: (lo[c], hi[c]))
+        self.next = 0
+        self._lo = lo
+        self._hi = hi
+        self._by_end = sorted(range(len(self.kids)), key=lambda j: (hi[self.kids[j]], j))
+        self._taken = 0
+        self._best = -1  # position in kids
+        self._waiting: list[int] = []  # ended early enough, but not placed yet
+
+    def _consider(self, j: int) -> None:
+        hi, kids, best = self._hi, self.kids, self._best
+        if best < 0 or hi[kids[j]] > hi[kids[best]] or (hi[kids[j]] == hi[kids[best]] and j < best):
+            self._best = j
+
+    def anchor_for(self, position: int) -> int:
+        """The anchor (a span index, or -1) of the child at ``position``."""
+        kids, hi = self.kids, self._hi
+        start = self._lo[kids[position]]
+        while self._taken < len(self._by_end) and hi[kids[self._by_end[self._taken]]] <= start:
+            j = self._by_end[self._taken]
+            self._taken += 1
+            if j < position:
+                self._consider(j)
+            else:  # itself or a later sibling (zero-length, same start): once placed
+                self._waiting.append(j)
+        if self._waiting:
+            ready = [j for j in self._waiting if j < position]
+            if ready:
+                self._waiting = [j for j in self._waiting if j >= position]
+                for j in ready:
+                    self._consider(j)
+        return kids[self._best] if self._best >= 0 else -1
 
 
 def what_if(
@@ -99,28 +146,23 @@ def what_if(
     """
     if not speedup > 0:
         raise ConfigError(f"speedup must be a positive number, got {speedup!r}")
-    tally = _IssueTally()
+    tally = Warnings()
     before: list[float] = []
     after: list[float] = []
     before_groups: dict[str, float] = {}
     after_groups: dict[str, float] = {}
     seen_stage = False
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20_000))
-    try:
-        for trace in iter_prepared(traceset, tally, stage_map):
-            seen_stage = seen_stage or stage in trace.stage
-            new_start, new_end = retime(trace, stage, speedup)
-            before.append(trace.e2e_ns / NS_PER_MS)
-            after.append((new_end[trace.root] - new_start[trace.root]) / NS_PER_MS)
-            for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
-                key = group_key(trace, i, "stage")
-                before_groups[key] = before_groups.get(key, 0.0) + t
-            for i, u in own_times(trace.root, trace.children, new_start, new_end).items():
-                key = group_key(trace, i, "stage")
-                after_groups[key] = after_groups.get(key, 0.0) + u
-    finally:
-        sys.setrecursionlimit(limit)
+    for trace in iter_prepared(traceset, tally, stage_map):
+        seen_stage = seen_stage or stage in trace.stage
+        new_start, new_end = retime(trace, stage, speedup)
+        before.append(trace.e2e_ns / NS_PER_MS)
+        after.append((new_end[trace.root] - new_start[trace.root]) / NS_PER_MS)
+        for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
+            key = group_key(trace, i, "stage")
+            before_groups[key] = before_groups.get(key, 0.0) + t
+        for i, u in own_times(trace.root, trace.children, new_start, new_end).items():
+            key = group_key(trace, i, "stage")
+            after_groups[key] = after_groups.get(key, 0.0) + u
     if not before:
         raise NoUsableDataError(
             "no trace could be analysed: " + "; ".join(tally.messages or ["no spans"])
@@ -130,6 +172,9 @@ def what_if(
         raise ConfigError(
             f"no span is in stage {stage!r}; the stages in these traces are: {', '.join(known)}"
         )
+    warnings = Warnings()
+    warnings.merge(traceset.warnings)
+    warnings.merge(tally)
     b, a = stats(before), stats(after)
     realized = {
         key: (getattr(b, key) / getattr(a, key)) if getattr(a, key) > 0 else float("inf")
@@ -147,8 +192,8 @@ def what_if(
         before_groups=_shares(before_groups, total_before),
         after_groups=_shares(after_groups, total_after),
         stage_share=before_groups.get(stage, 0.0) / total_before,
-        skipped_traces=tally.skipped_traces + traceset.warnings.skipped_traces,
-        messages=tuple(traceset.warnings.messages) + tuple(tally.messages),
+        skipped_traces=warnings.skipped_traces,
+        messages=tuple(warnings.messages),
     )
 
 

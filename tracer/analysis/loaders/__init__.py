@@ -1,4 +1,4 @@
-"""Loaders: turn any trace source into a :class:`TraceSet` (SPEC.md section 9).
+"""Loaders: turn any trace source into a :class:`TraceSet` (sources: README, Analyze).
 
 A source is a span store file, an OTLP JSON or Jaeger JSON file, a folder of them,
 or a Jaeger query URL. The format of a file is told from its content.

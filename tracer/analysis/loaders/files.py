@@ -13,8 +13,8 @@ import orjson
 
 from tracer._errors import SourceError
 from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
-from tracer.analysis.otlp import spans_from_otlp_json
 from tracer.analysis.traceset import TraceSet
+from tracer.spans.otlp import spans_from_otlp_json
 
 __all__ = ["add_object", "load_file"]
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
-from tracer.analysis.model import LoadWarnings, Span, kind_from_name
-from tracer.analysis.otlp import first_token_ns, normalize_id
+from tracer.spans.model import Span, Warnings, kind_from_name
+from tracer.spans.otlp import first_token_ns, normalize_id
 
 __all__ = ["spans_from_jaeger_trace"]
 
@@ -27,7 +27,7 @@ def _tags(items: Any) -> dict[str, Any]:
     return out
 
 
-def spans_from_jaeger_trace(trace: Any, warnings: LoadWarnings) -> Iterator[Span]:
+def spans_from_jaeger_trace(trace: Any, warnings: Warnings) -> Iterator[Span]:
     """Spans of one Jaeger v1 trace object ``{"traceID", "spans", "processes"}``."""
     if not isinstance(trace, dict) or not isinstance(trace.get("spans"), list):
         warnings.skip("a Jaeger trace without a spans list was skipped", 0)
@@ -42,7 +42,7 @@ def spans_from_jaeger_trace(trace: Any, warnings: LoadWarnings) -> Iterator[Span
 
 
 def _span(
-    raw: Any, trace: dict[str, Any], processes: dict[str, Any], warnings: LoadWarnings
+    raw: Any, trace: dict[str, Any], processes: dict[str, Any], warnings: Warnings
 ) -> Span | None:
     if not isinstance(raw, dict):
         warnings.skip("a Jaeger span that is not an object was skipped")
@@ -108,7 +108,7 @@ def _span(
         parent_id=parent,
         service=service,
         name=str(raw.get("operationName") or ""),
-        kind=kind_from_name(tags.get("span.kind", 0)),
+        kind=kind_from_name(tags.get(attrs.JAEGER_SPAN_KIND, 0)),
         start_ns=start_ns,
         end_ns=start_ns + duration_us * 1000,
         stage=str(stage) if stage is not None else None,

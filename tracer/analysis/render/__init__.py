@@ -1,19 +1,21 @@
-"""Renderers: JSON (SPEC.md section 8), rich tables, Markdown and one-file HTML."""
+"""Renderers: JSON (the contract in ``docs/analysis.md``), rich tables, Markdown and
+one-file HTML. They consume the analysis results and compute nothing of their own."""
 
 from __future__ import annotations
 
-from tracer.analysis.render.html import Report, exemplar_waterfalls, to_html
+from tracer.analysis.render.bench import bench_dict, bench_sections
+from tracer.analysis.render.budget import budget_dict, budget_text
+from tracer.analysis.render.html import Report, to_html
 from tracer.analysis.render.json_out import (
     analysis_dict,
     comparison_dict,
-    cost_per_request,
     dumps,
+    stats_dict,
     whatif_dict,
 )
 from tracer.analysis.render.sections import (
     Section,
     analysis_sections,
-    bench_sections,
     comparison_sections,
     whatif_headline,
     whatif_sections,
@@ -25,12 +27,14 @@ __all__ = [
     "Section",
     "analysis_dict",
     "analysis_sections",
+    "bench_dict",
     "bench_sections",
+    "budget_dict",
+    "budget_text",
     "comparison_dict",
     "comparison_sections",
-    "cost_per_request",
     "dumps",
-    "exemplar_waterfalls",
+    "stats_dict",
     "to_html",
     "to_markdown",
     "to_table",

@@ -2,7 +2,9 @@
 
 Everything is inline (CSS, SVG); the page makes no request of its own, so it works
 offline and can be attached to a ticket. Links to Jaeger are plain ``<a href>``s that
-fetch nothing until clicked.
+fetch nothing until clicked. The computation is done before: the tables come from the
+same :class:`Section` objects as the text and Markdown, the waterfalls from
+:mod:`tracer.analysis.waterfall`; the page's timestamp is data (``generated_at``).
 
     page = Report(title="checkout chain", analysis=result)
     page.waterfalls = exemplar_waterfalls(result, traceset)
@@ -12,88 +14,32 @@ fetch nothing until clicked.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
-from tracer.analysis.critical_path import own_times
-from tracer.analysis.model import KIND_CLIENT
-from tracer.analysis.prepare import PreparedTrace, StageMap, TraceIssues, prepare
+from tracer.analysis.render.bench import bench_sections
+from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
 from tracer.analysis.render.sections import (
     Section,
-    bench_sections,
     comparison_sections,
     fmt_ms,
     groups_section,
     hops_section,
+    warnings_note,
     whatif_sections,
 )
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.render.svg import legend, line_chart, stacked_bars, stage_colour, waterfall_svg
+from tracer.analysis.waterfall import Waterfall
 from tracer.analysis.whatif import WhatIf
+from tracer.bench import BenchResult
 
-__all__ = [
-    "DEFAULT_JAEGER_URL",
-    "Report",
-    "Waterfall",
-    "WaterfallRow",
-    "exemplar_waterfalls",
-    "stage_colour",
-    "to_html",
-    "waterfall",
-]
-
-DEFAULT_JAEGER_URL = "http://localhost:16686"
-
-# The seven stages in request order, network and other: colours that stay apart
-# for most kinds of colour blindness (Okabe-Ito and neighbours).
-STAGE_COLOURS = {
-    "client": "#56b4e9",
-    "gateway": "#e69f00",
-    "auth": "#cc79a7",
-    "context": "#009e73",
-    "inference": "#d55e00",
-    "postprocess": "#0072b2",
-    "return": "#b8a000",
-    "network": "#9a9a9a",
-    "other": "#c8c8c8",
-}
-_EXTRA = ("#8c564b", "#17becf", "#7f7f7f", "#bcbd22", "#9467bd", "#2ca02c", "#ff7f0e")
+__all__ = ["Report", "to_html"]
 
 
-def stage_colour(name: str) -> str:
-    """A fixed colour per canonical stage; other names get a stable colour of their own."""
-    if name in STAGE_COLOURS:
-        return STAGE_COLOURS[name]
-    digest = hashlib.sha1(name.encode()).digest()
-    return _EXTRA[digest[0] % len(_EXTRA)]
-
-
-@dataclass
-class WaterfallRow:
-    """One span of a waterfall; times in ms from the root's start."""
-
-    depth: int
-    name: str
-    service: str
-    stage: str
-    start_ms: float
-    end_ms: float
-    critical_ms: float
-    gaps: list[tuple[float, float, str]] = field(default_factory=list)
-
-
-@dataclass
-class Waterfall:
-    """An exemplar trace laid out for drawing."""
-
-    label: str
-    trace_id: str
-    e2e_ms: float
-    rows: list[WaterfallRow]
-    hidden: int = 0  # spans past the row limit
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
 
 
 @dataclass
@@ -105,71 +51,11 @@ class Report:
     analysis: Analysis | None = None
     whatif: WhatIf | None = None
     comparison: Comparison | None = None
-    bench: dict[str, Any] | None = None
+    bench: BenchResult | None = None
     waterfalls: list[Waterfall] = field(default_factory=list)
     jaeger_url: str = DEFAULT_JAEGER_URL
+    generated_at: _dt.datetime = field(default_factory=_now)
 
-
-# -- waterfalls -------------------------------------------------------------------------
-
-
-def waterfall(trace: PreparedTrace, label: str, max_rows: int = 60) -> Waterfall:
-    """Lay out ``trace``: depth-first from the root, children by start time.
-
-    A network span (a CLIENT span whose child runs in another service) carries the
-    stretches its remote children do not cover as ``gaps``: the time on the wire.
-    """
-    t0 = trace.start[trace.root]
-    own = own_times(trace.root, trace.children, trace.start, trace.end)
-    rows: list[WaterfallRow] = []
-    stack = [(trace.root, 0)]
-    while stack and len(rows) < max_rows:
-        i, depth = stack.pop()
-        span = trace.spans[i]
-        row = WaterfallRow(
-            depth=depth,
-            name=span.name,
-            service=span.service,
-            stage=trace.stage[i],
-            start_ms=(trace.start[i] - t0) / 1e6,
-            end_ms=(trace.end[i] - t0) / 1e6,
-            critical_ms=own.get(i, 0) / 1e6,
-        )
-        hop = trace.hop[i]
-        if hop is not None and span.kind == KIND_CLIENT:
-            remote = [c for c in trace.children[i] if trace.spans[c].service != span.service]
-            if remote:
-                first = min(trace.start[c] for c in remote)
-                last = max(trace.end[c] for c in remote)
-                text = f"{hop[0]} -> {hop[1]}"
-                if first > trace.start[i]:
-                    row.gaps.append((row.start_ms, (first - t0) / 1e6, text))
-                if trace.end[i] > last:
-                    row.gaps.append(((last - t0) / 1e6, row.end_ms, text))
-        rows.append(row)
-        kids = sorted(trace.children[i], key=lambda c: trace.start[c], reverse=True)
-        stack.extend((c, depth + 1) for c in kids)
-    return Waterfall(label, trace.trace_id, trace.e2e_ns / 1e6, rows, len(trace.spans) - len(rows))
-
-
-def exemplar_waterfalls(
-    analysis: Analysis, traceset: TraceSet, stage_map: StageMap | None = None
-) -> list[Waterfall]:
-    """Waterfalls of the P50 and P90 exemplar traces of ``analysis``."""
-    out = []
-    seen = set()
-    for label, key in (("P50 exemplar", "p50"), ("P90 exemplar", "p90")):
-        trace_id = analysis.exemplars.get(key)
-        if not trace_id or trace_id in seen or trace_id not in traceset.traces:
-            continue
-        seen.add(trace_id)
-        prepared = prepare(trace_id, traceset.traces[trace_id], TraceIssues(), stage_map)
-        if prepared is not None:
-            out.append(waterfall(prepared, label))
-    return out
-
-
-# -- drawing ------------------------------------------------------------------------------
 
 _CSS = """
 :root { --ink: #1d2330; --muted: #5b6475; --line: #d9dde5; --paper: #ffffff; }
@@ -195,51 +81,6 @@ a { color: #0b5cad; }
 .warn { border-color: #e0b100; }
 svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
 """
-
-
-def _legend(names: list[str]) -> str:
-    items = "".join(
-        f'<span><i class="swatch" style="background:{stage_colour(n)}"></i>{escape(n)}</span>'
-        for n in names
-    )
-    return f'<div class="legend">{items}</div>'
-
-
-def _stacked_bars(
-    bars: list[tuple[str, list[tuple[str, float]], str]], css_id: str, width: int = 1100
-) -> str:
-    """Horizontal stacked bars; each bar is (label, [(group, fraction)], caption)."""
-    label_w, caption_w, h, gap = 150, 170, 26, 12
-    plot_w = width - label_w - caption_w
-    height = len(bars) * (h + gap) + gap
-    parts = [
-        f'<svg id="{css_id}" class="chart" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">'
-    ]
-    for row, (label, pieces, caption) in enumerate(bars):
-        y = gap + row * (h + gap)
-        parts.append(f'<text x="0" y="{y + h * 0.68:.1f}">{escape(label)}</text>')
-        x = float(label_w)
-        for name, frac in pieces:
-            w = max(0.0, frac) * plot_w
-            if w <= 0:
-                continue
-            parts.append(
-                f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{h}" '
-                f'fill="{stage_colour(name)}" data-group="{escape(name)}">'
-                f"<title>{escape(name)}: {frac * 100:.1f}%</title></rect>"
-            )
-            if w > 44:
-                parts.append(
-                    f'<text x="{x + 4:.2f}" y="{y + h * 0.68:.1f}" style="fill:#fff">'
-                    f"{frac * 100:.0f}%</text>"
-                )
-            x += w
-        parts.append(
-            f'<text x="{label_w + plot_w + 10}" y="{y + h * 0.68:.1f}">{escape(caption)}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
 
 
 def _table(section: Section, table_id: str, swatches: bool = False) -> str:
@@ -284,7 +125,7 @@ def _share_card(a: Analysis) -> str:
         )
     return (
         f'<section class="card" id="shares"><h2>Where the time goes, by {escape(a.group_by)}'
-        "</h2>" + _stacked_bars(bars, "share-bars") + _legend(names) + "</section>"
+        "</h2>" + stacked_bars(bars, "share-bars") + legend(names) + "</section>"
     )
 
 
@@ -329,8 +170,8 @@ def _whatif_card(w: WhatIf) -> str:
         f'<section class="card" id="whatif"><h2>{escape(speed.title)}</h2>'
         + _notes(speed.notes[:1], headline=True)
         + _notes([*speed.notes[1:], "Bars are drawn to scale."])
-        + _stacked_bars(bars, "whatif-bars")
-        + _legend([n for n, _ in w.before_groups])
+        + stacked_bars(bars, "whatif-bars")
+        + legend([n for n, _ in w.before_groups])
         + _table(speed, "whatif-table")
         + "<br>"
         + _table(shares, "whatif-shares", swatches=True)
@@ -354,120 +195,38 @@ def _comparison_card(c: Comparison) -> str:
     return (
         '<section class="card" id="compare"><h2>Candidate against baseline</h2>'
         + _notes(table.notes, headline=True)
-        + _stacked_bars(bars, "compare-bars")
-        + _legend(names)
+        + stacked_bars(bars, "compare-bars")
+        + legend(names)
         + _table(table, "compare-table", swatches=True)
         + "</section>"
     )
 
 
-def _bench_card(bench: dict[str, Any]) -> str:
-    levels = bench.get("levels") or []
-    width, height, left, bottom, top = 1100, 260, 60, 30, 14
-    plot_w, plot_h = width - left - 150, height - bottom - top
-    ymax = max([lv["e2e_ms"]["p90"] for lv in levels if lv["e2e_ms"]["n"]] + [1.0])
-    xs = [lv["concurrency"] for lv in levels]
-    parts = [
-        f'<svg id="bench-chart" class="chart" role="img" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
-        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
-        'stroke="#888"/>',
-        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>',
-        f'<text x="4" y="{top + 10}">{fmt_ms(ymax)} ms</text>',
-        f'<text x="4" y="{top + plot_h}">0</text>',
-    ]
-
-    def px(i: int) -> float:
-        return left + (plot_w * (i + 0.5) / max(1, len(xs)))
-
-    def py(v: float) -> float:
-        return top + plot_h - plot_h * v / ymax
-
-    for key, colour in (("p50", "#0072b2"), ("p90", "#d55e00")):
-        points = [
-            (px(i), py(lv["e2e_ms"][key])) for i, lv in enumerate(levels) if lv["e2e_ms"]["n"]
-        ]
-        if points:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-            parts.append(
-                f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2.5"/>'
-            )
-            for x, y in points:
-                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
-        parts.append(
-            f'<text x="{left + plot_w + 14}" y="{top + (20 if key == "p50" else 40)}" '
-            f'style="fill:{colour}">end-to-end {key.upper()}</text>'
-        )
-    for i, c in enumerate(xs):
-        parts.append(f'<text x="{px(i) - 8:.1f}" y="{top + plot_h + 18}">c={c}</text>')
-    parts.append("</svg>")
+def _bench_card(bench: BenchResult) -> str:
+    measured = bench.levels
+    stats = [lv.e2e() if lv.ok else None for lv in measured]
+    chart = line_chart(
+        [f"c={lv.concurrency}" for lv in measured],
+        [
+            ("end-to-end P50", "#0072b2", [s.p50 if s else None for s in stats]),
+            ("end-to-end P90", "#d55e00", [s.p90 if s else None for s in stats]),
+        ],
+        "bench-chart",
+    )
     table = bench_sections(bench)[0]
     return (
         '<section class="card" id="bench"><h2>'
         f"{escape(table.title)}</h2>"
         + _notes(table.notes[:1], headline=True)
-        + "".join(parts)
+        + chart
         + _table(table, "bench-table")
         + _notes(table.notes[1:])
         + "</section>"
     )
 
 
-def _waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
-    label_w, row_h, top = 330, 20, 22
-    plot_w = width - label_w - 20
-    height = top + row_h * len(wf.rows) + 8
-    span_ms = wf.e2e_ms or 1.0
-    pattern = f"net-{index}"
-    parts = [
-        f'<svg id="waterfall-{index}" class="waterfall" role="img" width="{width}" '
-        f'height="{height}" viewBox="0 0 {width} {height}">',
-        f'<defs><pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" '
-        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/>'
-        f'<rect width="3" height="6" fill="{STAGE_COLOURS["network"]}"/></pattern></defs>',
-    ]
-    for tick in range(5):
-        ms = span_ms * tick / 4
-        x = label_w + plot_w * tick / 4
-        anchor = "end" if tick == 4 else "start"
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height}" stroke="#eceff3"/>'
-            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{fmt_ms(ms)} ms</text>'
-        )
-    for r, row in enumerate(wf.rows):
-        y = top + r * row_h
-        text = f"{row.service}: {row.name}"
-        if len(text) > 44:
-            text = text[:43] + "…"
-        parts.append(
-            f'<text x="{4 + row.depth * 10}" y="{y + 14}">{escape(text)}'
-            f"<title>{escape(row.service)}: {escape(row.name)} ({escape(row.stage)})</title>"
-            "</text>"
-        )
-        x = label_w + plot_w * row.start_ms / span_ms
-        w = max(1.0, plot_w * (row.end_ms - row.start_ms) / span_ms)
-        fill = f"url(#{pattern})" if row.gaps else stage_colour(row.stage)
-        parts.append(
-            f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" rx="2" '
-            f'fill="{fill}" data-stage="{escape(row.stage)}">'
-            f"<title>{escape(row.stage)} · {escape(row.name)}: "
-            f"{fmt_ms(row.end_ms - row.start_ms)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
-            "path</title></rect>"
-        )
-        for g0, g1, hop in row.gaps:
-            gx = label_w + plot_w * g0 / span_ms
-            gw = max(1.0, plot_w * (g1 - g0) / span_ms)
-            parts.append(
-                f'<rect x="{gx:.2f}" y="{y + 3}" width="{gw:.2f}" height="{row_h - 6}" '
-                f'fill="{STAGE_COLOURS["network"]}" class="gap">'
-                f"<title>network {escape(hop)}: {fmt_ms(g1 - g0)} ms</title></rect>"
-            )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
 def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
-    link = f"{jaeger_url.rstrip('/')}/trace/{wf.trace_id}"
+    link = trace_url(jaeger_url, wf.trace_id)
     stages = sorted({r.stage for r in wf.rows})
     return (
         f'<section class="card" id="exemplar-{index}"><h2>{escape(wf.label)}: '
@@ -475,33 +234,31 @@ def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
         f'<p>trace <code>{escape(wf.trace_id)}</code> · <a href="{escape(link)}" '
         'rel="noreferrer noopener" target="_blank">open in Jaeger</a> · grey: time on the '
         "network between services (the CLIENT span outside its remote server span)</p>"
-        + _waterfall_svg(wf, index)
+        + waterfall_svg(wf, index)
         + (
             f"<p>{wf.hidden} more spans are not drawn; Jaeger shows them all.</p>"
             if wf.hidden
             else ""
         )
-        + _legend(stages)
+        + legend(stages)
         + "</section>"
     )
 
 
 def _warnings_card(a: Analysis) -> str:
-    w = a.warnings
-    if not (w.orphans or w.skew_adjusted or w.skipped_traces or w.skipped_spans or w.messages):
+    counts = warnings_note(a)
+    if counts is None:
         return ""
-    items = "".join(f"<li>{escape(m)}</li>" for m in w.messages)
+    items = "".join(f"<li>{escape(m)}</li>" for m in a.warnings.messages)
     return (
         '<section class="card warn" id="warnings"><h2>Warnings</h2>'
-        f"<p>orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
-        f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}</p>"
-        f'<ul class="notes">{items}</ul></section>'
+        f'<p>{escape(counts)}</p><ul class="notes">{items}</ul></section>'
     )
 
 
 def to_html(report: Report) -> str:
     """The whole page as one string (UTF-8, no external resources)."""
-    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    now = report.generated_at.astimezone(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     meta = f"generated by hoptrace {now}"
     if report.source:
         meta += f" from {report.source}"

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
-from tracer.analysis.render.json_out import cost_per_request
+from tracer.analysis.cost import Prices, cost_per_request
+from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
 __all__ = [
     "Section",
     "analysis_sections",
-    "bench_sections",
     "comparison_sections",
     "fmt_ms",
     "fmt_pct",
     "groups_section",
     "hops_section",
+    "warnings_note",
     "whatif_sections",
 ]
 
@@ -50,7 +50,7 @@ def _stats_line(label: str, s: Stats) -> str:
     )
 
 
-def groups_section(a: Analysis, title: str = "") -> Section:
+def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGER_URL) -> Section:
     """The share and percentile table of every group (notes: end-to-end, TTFT)."""
     head = Section(
         title or f"Where the time goes: {a.traces} traces, {a.spans} spans, by {a.group_by}",
@@ -85,7 +85,7 @@ def groups_section(a: Analysis, title: str = "") -> Section:
             + a.exemplars.get("p50", "-")
             + ", P90 trace "
             + a.exemplars.get("p90", "-")
-            + " (open http://localhost:16686/trace/<id> in Jaeger)"
+            + f" (open {trace_url(jaeger_url, '<id>')} in Jaeger)"
         )
     return head
 
@@ -111,11 +111,25 @@ def hops_section(a: Analysis) -> Section | None:
     return hops
 
 
+def warnings_note(a: Analysis) -> str | None:
+    """The warning counts as one sentence, or None when there is nothing to say."""
+    w = a.warnings
+    if not w.any:
+        return None
+    return (
+        f"orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
+        f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}"
+    )
+
+
 def analysis_sections(
-    a: Analysis, prices: dict[str, tuple[float, float]] | None = None, title: str = ""
+    a: Analysis,
+    prices: Prices | None = None,
+    title: str = "",
+    jaeger_url: str = DEFAULT_JAEGER_URL,
 ) -> list[Section]:
     """Sections for one analysis."""
-    sections = [groups_section(a, title)]
+    sections = [groups_section(a, title, jaeger_url)]
     hops = hops_section(a)
     if hops is not None:
         sections.append(hops)
@@ -130,14 +144,11 @@ def analysis_sections(
         if cost is not None:
             tok.notes.append(f"cost: {cost:.6f} per request, {cost * 1000:.4f} per 1,000 requests")
         sections.append(tok)
-    w = a.warnings
-    if w.orphans or w.skew_adjusted or w.skipped_traces or w.skipped_spans or w.messages:
+    counts = warnings_note(a)
+    if counts is not None:
         warn = Section("Warnings")
-        warn.notes.append(
-            f"orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
-            f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}"
-        )
-        warn.notes.extend(w.messages)
+        warn.notes.append(counts)
+        warn.notes.extend(a.warnings.messages)
         sections.append(warn)
     return sections
 
@@ -223,63 +234,4 @@ def comparison_sections(c: Comparison) -> list[Section]:
         head.notes.append(
             f"moved most: {c.moved_most.name} ({c.moved_most.delta_mean_ms:+,.1f} ms mean)"
         )
-    return [head]
-
-
-def bench_sections(data: dict[str, Any], notes: list[str] | None = None) -> list[Section]:
-    """Table and Markdown sections for a bench result (its JSON dict)."""
-
-    def cell(s: dict[str, float] | None, key: str) -> str:
-        return "-" if not s or not s.get("n") else f"{s[key]:,.1f}"
-
-    head = Section(
-        f"Benchmark {data['url']} (max_tokens {data['max_tokens']}, "
-        f"{'streaming' if data['stream'] else 'not streaming'})",
-        [
-            "concurrency",
-            "ok/requests",
-            "errors",
-            "P50 ms",
-            "P90 ms",
-            "P99 ms",
-            "TTFC P50",
-            "TTFC P90",
-            "ITL P50",
-            "ITL P90",
-            "tokens/s",
-            "req/s",
-        ],
-    )
-    for lv in data["levels"]:
-        head.rows.append(
-            [
-                str(lv["concurrency"]),
-                f"{lv['ok']}/{lv['requests']}",
-                ", ".join(f"{k}: {v}" for k, v in lv["errors"].items()) or "-",
-                cell(lv["e2e_ms"], "p50"),
-                cell(lv["e2e_ms"], "p90"),
-                cell(lv["e2e_ms"], "p99"),
-                cell(lv["ttfc_ms"], "p50"),
-                cell(lv["ttfc_ms"], "p90"),
-                cell(lv["itl_ms"], "p50"),
-                cell(lv["itl_ms"], "p90"),
-                f"{lv['output_tokens_per_s']:,.1f}",
-                f"{lv['requests_per_s']:,.2f}",
-            ]
-        )
-    knee = data["knee"]
-    if knee is None:
-        head.notes.append("no knee: P90 stayed under 2x the lowest level's at every level")
-    else:
-        text = (
-            f"knee at concurrency {knee['concurrency']}: P90 is {knee['p90_ratio']:.1f}x the "
-            "lowest level's; the service, not the model, is the bottleneck from here"
-        )
-        if knee["stage"]:
-            text += f"; the stage that grew most: {knee['stage']}"
-        head.notes.append(text)
-    head.notes.extend(notes or [])
-    head.notes.append(
-        f"traces carry hoptrace.run = {data['run']}-c<concurrency> (warm-up: {data['run']}-warmup)"
-    )
     return [head]

@@ -11,8 +11,8 @@ __all__ = [
     "KIND_INTERNAL",
     "KIND_PRODUCER",
     "KIND_SERVER",
-    "LoadWarnings",
     "Span",
+    "Warnings",
     "kind_from_name",
 ]
 
@@ -71,22 +71,42 @@ class Span:
 
 
 @dataclass
-class LoadWarnings:
-    """What a loader could not use, and why (mutable while loading)."""
+class Warnings:
+    """What loading and preparing traces adjusted or could not use, and why.
 
-    skipped_spans: int = 0
+    One tally for every step: loaders count skipped spans and traces, the analyzer
+    adds the orphans it re-parented and the spans it shifted for clock skew; tallies
+    of separate steps, files or processes are added with :meth:`merge`.
+    """
+
+    orphans: int = 0
+    skew_adjusted: int = 0
     skipped_traces: int = 0
+    skipped_spans: int = 0
     duplicates: int = 0
     messages: list[str] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def any(self) -> bool:
+        """True when anything was adjusted, skipped or said."""
+        return bool(
+            self.orphans
+            or self.skew_adjusted
+            or self.skipped_traces
+            or self.skipped_spans
+            or self.messages
+        )
 
     def skip(self, reason: str, spans: int = 1) -> None:
         """Count skipped spans and keep the first message of each reason."""
         self.skipped_spans += spans
         self.note(reason)
 
-    def merge(self, other: LoadWarnings) -> None:
-        """Add another loader's counts and messages."""
+    def merge(self, other: Warnings) -> None:
+        """Add another tally's counts and new messages."""
+        self.orphans += other.orphans
+        self.skew_adjusted += other.skew_adjusted
         self.skipped_spans += other.skipped_spans
         self.skipped_traces += other.skipped_traces
         self.duplicates += other.duplicates

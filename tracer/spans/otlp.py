@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
-from tracer.analysis.model import LoadWarnings, Span, kind_from_name
+from tracer.spans.model import Span, Warnings, kind_from_name
 
-__all__ = ["normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
+__all__ = ["first_token_ns", "normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
 
 
 _ZEROS = {16: "0" * 16, 32: "0" * 32}
@@ -117,7 +117,7 @@ def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> in
     return None
 
 
-def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
+def spans_from_otlp_json(obj: Any, warnings: Warnings) -> Iterator[Span]:
     """Spans of one OTLP JSON ``{"resourceSpans": [...]}`` object.
 
     Spans that cannot be used (no ids, bad times) are counted in ``warnings``.
@@ -130,7 +130,7 @@ def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
             warnings.skip("a resourceSpans entry that is not an object was skipped", 0)
             continue
         resource = _attr_dict((rs.get("resource") or {}).get("attributes"))
-        service = _intern(str(resource.get("service.name") or "unknown_service"))
+        service = _intern(str(resource.get(attrs.SERVICE_NAME) or "unknown_service"))
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         for ss in scopes if isinstance(scopes, list) else []:
             spans = ss.get("spans") if isinstance(ss, dict) else None
@@ -140,7 +140,7 @@ def spans_from_otlp_json(obj: Any, warnings: LoadWarnings) -> Iterator[Span]:
                     yield span
 
 
-def _span_from_json(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
+def _span_from_json(raw: Any, service: str, warnings: Warnings) -> Span | None:
     # The fast path: a well-formed span as the SDK exporters and the Collector write it.
     # Anything unusual falls through to the careful path below.
     try:
@@ -213,7 +213,7 @@ def _event_time(event: dict[str, Any]) -> int:
         return 0
 
 
-def _span_from_json_careful(raw: Any, service: str, warnings: LoadWarnings) -> Span | None:
+def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span | None:
     if not isinstance(raw, dict):
         warnings.skip("a span that is not an object was skipped")
         return None
@@ -281,12 +281,12 @@ def _proto_value(value: Any) -> Any:
     return getattr(value, which)
 
 
-def spans_from_otlp_proto(request: Any, warnings: LoadWarnings) -> Iterator[Span]:
+def spans_from_otlp_proto(request: Any, warnings: Warnings) -> Iterator[Span]:
     """Spans of an ``ExportTraceServiceRequest`` (or ``TracesData``) message."""
     for rs in request.resource_spans:
         service = "unknown_service"
         for kv in rs.resource.attributes:
-            if kv.key == "service.name":
+            if kv.key == attrs.SERVICE_NAME:
                 service = str(_proto_value(kv.value))
         for ss in rs.scope_spans:
             for raw in ss.spans:

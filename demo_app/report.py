@@ -1,0 +1,87 @@
+"""The demo's result as text, Markdown, JSON and one HTML page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from demo_app.run import DemoResult
+from tracer.analysis import exemplar_waterfalls, render
+from tracer.analysis.render.json_out import number
+from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.render.sections import Section
+
+__all__ = ["demo_dict", "demo_page", "demo_sections"]
+
+
+def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> list[Section]:
+    """Both runs, the projection, the comparison and the answer."""
+    base, cand, answer = result.baseline, result.candidate, result.answer
+    k = f"{answer.speedup:g}"
+    sections = render.analysis_sections(
+        base,
+        title=f"Baseline: the model as it is ({base.traces} traces, profile {result.profile})",
+        jaeger_url=jaeger_url,
+    )
+    sections += render.analysis_sections(
+        cand,
+        title=f"Candidate: the model {k}x faster ({cand.traces} traces)",
+        jaeger_url=jaeger_url,
+    )
+    sections += render.whatif_sections(result.projection)
+    sections += render.comparison_sections(result.comparison)
+    summary = Section("The answer")
+    summary.notes.append(
+        f"model {k}x faster: projected end-to-end {answer.projected_p50:.2f}x at P50 "
+        f"({answer.projected_after_p50_ms:,.0f} ms), measured {answer.measured_p50:.2f}x "
+        f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms)"
+    )
+    summary.notes.append(
+        "where the time went after the speedup: "
+        + ", ".join(f"{name} {share * 100:.0f}%" for name, share in answer.rest)
+    )
+    summary.notes.append(
+        f"P50 / P90 exemplar traces: {cand.exemplars['p50']} / {cand.exemplars['p90']} "
+        f"(Jaeger: {trace_url(jaeger_url, '<id>')})"
+    )
+    store, run = result.store_path, result.demo_id
+    summary.notes.append(
+        f"spans are in {store}: hoptrace analyze {store} --run '{run}:baseline'; "
+        f"pictures: hoptrace report {store} --run '{run}:candidate' -o report.html"
+    )
+    sections.append(summary)
+    return sections
+
+
+def demo_dict(result: DemoResult) -> dict[str, Any]:
+    """The ``hoptrace demo --format json`` object."""
+    answer = result.answer
+    return {
+        "baseline": render.analysis_dict(result.baseline),
+        "candidate": render.analysis_dict(result.candidate),
+        "whatif": render.whatif_dict(result.projection),
+        "compare": render.comparison_dict(result.comparison),
+        "answer": {
+            "speedup": answer.speedup,
+            "projected_p50": number(answer.projected_p50),
+            "measured_p50": number(answer.measured_p50),
+            "baseline_p50_ms": number(answer.baseline_p50_ms),
+            "candidate_p50_ms": number(answer.candidate_p50_ms),
+        },
+        "store": str(result.store_path),
+        "run": result.demo_id,
+    }
+
+
+def demo_page(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> render.Report:
+    """One page: the candidate's shares and waterfalls, the projection, the comparison."""
+    k = f"{result.answer.speedup:g}"
+    return render.Report(
+        title=f"hoptrace demo: the model {k}x faster (profile {result.profile})",
+        source=f"{result.store_path}, runs {result.demo_id}:baseline and "
+        f"{result.demo_id}:candidate",
+        analysis=result.candidate,
+        whatif=result.projection,
+        comparison=result.comparison,
+        waterfalls=exemplar_waterfalls(result.candidate, result.candidate_traces),
+        jaeger_url=jaeger_url,
+    )

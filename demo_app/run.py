@@ -1,0 +1,182 @@
+"""The demo as a library call: the chain started, the model as it is and then k times
+faster, the traces waited for and analysed, and the answer to "what does a k times
+faster model buy the user?".
+
+    result = run_demo(store_path, requests=40, speedup=100)
+    print(result.answer.measured_p50)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import tracer
+from demo_app.chain import Chain
+from demo_app.client import RequestResult, run_requests
+from demo_app.profiles import get_profile
+from tracer._errors import ConfigError
+from tracer._setup import prefer_prompt_export
+from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
+from tracer.analysis.arrival import wait_for_traces
+
+__all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer", "run_demo"]
+
+#: The services every demo trace passes through (the client is the demo process).
+DEMO_SERVICES = ("client", "gateway", "app", "model")
+
+#: ``progress(event, run, done, total)``: ``"start"`` a phase, ``"advance"`` one request,
+#: ``"failed"`` with the first failure's text in ``run``.
+Progress = Callable[[str, str, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DemoAnswer:
+    """What a k times faster model bought: projected from the baseline's traces and
+    measured on the candidate's, end to end at P50."""
+
+    speedup: float
+    projected_p50: float
+    projected_after_p50_ms: float
+    measured_p50: float
+    baseline_p50_ms: float
+    candidate_p50_ms: float
+    rest: tuple[tuple[str, float], ...]  # (group, share) after the speedup, inference aside
+
+
+@dataclass(frozen=True, slots=True)
+class DemoResult:
+    """Both runs, the projection, the comparison and the answer."""
+
+    demo_id: str
+    profile: str
+    store_path: Path
+    baseline: Analysis
+    candidate: Analysis
+    projection: WhatIf
+    comparison: Comparison
+    answer: DemoAnswer
+    candidate_traces: TraceSet
+    failures: dict[str, int]
+
+
+def demo_answer(base: Analysis, cand: Analysis, projection: WhatIf) -> DemoAnswer:
+    """The answer from the two analyses and the projection (P50 end to end)."""
+    measured = base.e2e.p50 / cand.e2e.p50 if cand.e2e.p50 else float("inf")
+    rest = tuple((g.name, g.share) for g in cand.groups if g.name != projection.stage)[:4]
+    return DemoAnswer(
+        speedup=projection.speedup,
+        projected_p50=projection.realized["p50"],
+        projected_after_p50_ms=projection.after.p50,
+        measured_p50=measured,
+        baseline_p50_ms=base.e2e.p50,
+        candidate_p50_ms=cand.e2e.p50,
+        rest=rest,
+    )
+
+
+def run_demo(
+    store_path: str | Path,
+    *,
+    requests: int = 40,
+    warmup: int = 8,
+    concurrency: int = 8,
+    speedup: float = 100.0,
+    profile: str = "seed",
+    stream: bool = True,
+    progress: Progress | None = None,
+) -> DemoResult:
+    """Run the demo end to end; see the module docstring.
+
+    Raises:
+        ConfigError: a bad count, speedup or profile.
+        ReceiverError, HoptraceError: the chain could not start.
+    """
+    if requests <= 0 or concurrency <= 0 or warmup < 0 or speedup <= 0:
+        raise ConfigError("requests, concurrency and speedup must be positive, warmup not negative")
+    get_profile(profile)
+    store_path = Path(store_path)
+    report: Progress = progress or (lambda _e, _r, _d, _t: None)
+    prefer_prompt_export()
+    demo_id = uuid.uuid4().hex[:8]
+    started = time.monotonic()
+    ids: dict[str, set[str]] = {}
+    failures: dict[str, int] = {}
+    with Chain(store_path, profile=profile) as chain:
+        tracer.setup(service_name="client", endpoint=chain.collector.endpoint)
+        try:
+            for run, k in (("baseline", 1.0), ("candidate", speedup)):
+                chain.configure_model(speedup=k)
+                label = f"{demo_id}:{run}"
+                if warmup:
+                    _phase(
+                        chain,
+                        report,
+                        f"{run}: warm-up",
+                        warmup,
+                        concurrency,
+                        label + ":warmup",
+                        stream,
+                    )
+                results = _phase(
+                    chain, report, f"{run} (model x{k:g})", requests, concurrency, label, stream
+                )
+                ids[run] = {r.trace_id for r in results if r.status == 200}
+                failed = [r for r in results if r.status != 200 or r.error]
+                failures[run] = len(failed)
+                if failed:
+                    report("failed", f"{run}: {len(failed)} requests failed "
+                           f"(first: {failed[0].status} {failed[0].error})", 0, 0)  # fmt: skip
+            tracer.force_flush()
+            # Only this demo's traces: the default store keeps every earlier run too.
+            traces, _ = wait_for_traces(
+                str(store_path),
+                ids["baseline"] | ids["candidate"],
+                deadline_s=20.0,
+                since_s=time.monotonic() - started + 60,
+                services=DEMO_SERVICES,
+                poll_s=0.2,
+            )
+        finally:
+            tracer.shutdown()
+    baseline_traces = traces.subset(ids["baseline"])
+    candidate_traces = traces.subset(ids["candidate"])
+    base = analyze(baseline_traces)
+    cand = analyze(candidate_traces)
+    projection = what_if(baseline_traces, "inference", speedup)
+    return DemoResult(
+        demo_id=demo_id,
+        profile=profile,
+        store_path=store_path,
+        baseline=base,
+        candidate=cand,
+        projection=projection,
+        comparison=compare(base, cand),
+        answer=demo_answer(base, cand, projection),
+        candidate_traces=candidate_traces,
+        failures=failures,
+    )
+
+
+def _phase(
+    chain: Chain,
+    report: Progress,
+    title: str,
+    count: int,
+    concurrency: int,
+    run: str,
+    stream: bool,
+) -> list[RequestResult]:
+    report("start", title, 0, count)
+    return run_requests(
+        chain.base_url,
+        chain.api_key,
+        requests=count,
+        concurrency=concurrency,
+        run=run,
+        stream=stream,
+        on_done=lambda _r: report("advance", title, 1, count),
+    )

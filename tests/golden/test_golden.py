@@ -1,0 +1,126 @@
+"""The renderers' output, byte for byte, at a fixed width and a fixed clock.
+
+A change to a table, the Markdown or the HTML page shows up here as a diff to read.
+After an intended change: ``HOPTRACE_UPDATE_GOLDEN=1 pytest tests/golden`` rewrites the
+files in ``expected/``; review them with ``git diff`` before committing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from tracer.analysis import TraceSet, analyze, compare, exemplar_waterfalls, what_if
+from tracer.analysis.budget import Limit, check_budget
+from tracer.analysis.render import (
+    Report,
+    analysis_sections,
+    bench_sections,
+    budget_text,
+    comparison_sections,
+    to_html,
+    to_markdown,
+    to_table,
+    whatif_sections,
+)
+from tracer.analysis.synthetic import MS, SEED_MS, chain_trace
+from tracer.bench import BenchResult, LevelResult, Sample, find_knee
+
+EXPECTED = Path(__file__).parent / "expected"
+UPDATE = os.environ.get("HOPTRACE_UPDATE_GOLDEN") == "1"
+T0 = 1_760_000_000_000_000_000
+CLOCK = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+WIDTH = 110
+
+
+def _traces(inference_ms: float, first: int) -> TraceSet:
+    traces = TraceSet()
+    for i in range(12):
+        ms = {**SEED_MS, "inference": inference_ms + 10 * i, "auth": 60.0 + (i % 5) * 20}
+        traces.add(
+            chain_trace(
+                f"{first + i:032x}",
+                T0 + (first + i) * 5000 * MS,
+                ms,
+                model_ttft_ms=150.0,
+                tokens=(700, 120),
+            )
+        )
+    return traces
+
+
+@pytest.fixture(scope="module")
+def runs():
+    base, cand = _traces(1000.0, 1), _traces(10.0, 101)
+    return base, cand, analyze(base), analyze(cand)
+
+
+def _bench() -> BenchResult:
+    levels = []
+    for n, (c, e2e) in enumerate(((1, 100.0), (2, 120.0), (4, 260.0))):
+        samples = [
+            Sample(f"{n:02x}{i:030x}", "200", e2e + i, 20.0 + i, (5.0, 6.0), 8) for i in range(10)
+        ]
+        samples.append(Sample("f" * 32, "503", 3.0, None, (), 0))
+        levels.append(LevelResult(c, f"bench-golden-c{c}", samples, wall_s=2.0))
+    result = BenchResult("http://127.0.0.1:8000/v1", 64, True, "bench-golden", levels)
+    result.knee = find_knee(levels)
+    result.notes.append("gateway grew by 150.0 ms per request (mean) from concurrency 1 to 4")
+    return result
+
+
+def _check(name: str, text: str) -> None:
+    path = EXPECTED / name
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"{path} is missing; HOPTRACE_UPDATE_GOLDEN=1 writes it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_analysis_table_matches_the_golden_text(runs):
+    _, _, base, _ = runs
+    _check("analysis.txt", to_table(analysis_sections(base, {"*": (0.5, 1.5)}), width=WIDTH))
+
+
+def test_analysis_markdown_matches_the_golden_text(runs):
+    _, _, base, _ = runs
+    _check("analysis.md", to_markdown(analysis_sections(base)))
+
+
+def test_whatif_and_compare_tables_match_the_golden_text(runs):
+    base_traces, _, base, cand = runs
+    sections = whatif_sections(what_if(base_traces, "inference", 100))
+    sections += comparison_sections(compare(base, cand))
+    _check("whatif_compare.txt", to_table(sections, width=WIDTH))
+
+
+def test_bench_and_budget_text_match_the_golden_text(runs):
+    _, _, base, _ = runs
+    budget = check_budget(
+        base,
+        [Limit("e2e", "p90_ms", 1500.0), Limit("stage.inference", "share_max", 0.5)],
+    )
+    _check(
+        "bench_budget.txt", to_table(bench_sections(_bench()), width=WIDTH) + budget_text(budget)
+    )
+
+
+def test_html_report_matches_the_golden_page(runs):
+    base_traces, cand_traces, base, cand = runs
+    page = Report(
+        title="golden",
+        source="synthetic seed chain",
+        analysis=cand,
+        whatif=what_if(base_traces, "inference", 100),
+        comparison=compare(base, cand),
+        bench=_bench(),
+        waterfalls=exemplar_waterfalls(cand, cand_traces),
+        jaeger_url="http://jaeger.example:16686",
+        generated_at=CLOCK,
+    )
+    html = to_html(page)
+    assert "2026-11-30 12:00 UTC" in html
+    _check("report.html", html)

@@ -1,0 +1,95 @@
+"""Waiting for traces to arrive: every service exports on its own batch timer, so a
+trace shows up in a store or backend piece by piece.
+
+One rule says when a trace is complete: every span's parent has arrived, and every
+service the run went through has reported. The services of a run are the ones named
+by the caller plus every service seen in any of the run's traces so far (a trace
+missing a service that its siblings passed through is still on its way).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable
+
+from tracer._errors import ConfigError
+from tracer.analysis.loaders import load
+from tracer.analysis.traceset import TraceSet
+from tracer.spans.model import Span
+
+__all__ = ["is_complete", "run_services", "wait_for_traces"]
+
+
+def run_services(traces: Iterable[list[Span]], named: Collection[str] = ()) -> set[str]:
+    """The services a run went through: ``named`` and every service seen in ``traces``."""
+    services = set(named)
+    for spans in traces:
+        services.update(s.service for s in spans)
+    return services
+
+
+def is_complete(spans: list[Span], services: Collection[str], min_services: int = 1) -> bool:
+    """True when every span's parent is among ``spans``, every one of ``services`` has a
+    span in it, and it spans at least ``min_services`` services."""
+    ids = {s.span_id for s in spans}
+    if any(s.parent_id is not None and s.parent_id not in ids for s in spans):
+        return False
+    present = {s.service for s in spans}
+    return len(present) >= min_services and set(services) <= present
+
+
+def wait_for_traces(
+    source: str,
+    trace_ids: Collection[str],
+    *,
+    deadline_s: float,
+    since_s: float,
+    services: Collection[str] = (),
+    min_services: int = 1,
+    backend_service: str | None = None,
+    poll_s: float = 0.3,
+) -> tuple[TraceSet, int]:
+    """Read ``source`` until every trace in ``trace_ids`` is complete, or the deadline.
+
+    Args:
+        source: a span store path or a trace backend URL.
+        trace_ids: the traces waited for.
+        deadline_s: give up after this many seconds.
+        since_s: read only traces that started within this many seconds (a store grows).
+        services: services every trace must have (more are learnt from the traces).
+        min_services: traces must have at least this many services (2: a client
+            and the server it called).
+        backend_service: for a backend URL, the service to search by.
+        poll_s: pause between reads.
+
+    Returns:
+        The traces found (maybe not all) and how many of those are still incomplete.
+
+    Raises:
+        ConfigError: a bad source option (other read errors are retried until the
+            deadline: a store still empty, a backend still indexing).
+    """
+    wanted = set(trace_ids)
+    begun = time.monotonic()
+    end = begun + deadline_s
+    while True:
+        since = f"{since_s + time.monotonic() - begun:.0f}s"
+        try:
+            if source.startswith(("http://", "https://")):
+                found = load(
+                    [source], service=backend_service, limit=len(wanted) + 100, since=since
+                )
+            else:
+                found = load([source], since=since)
+        except ConfigError:
+            raise
+        except Exception:  # noqa: BLE001 - a store still empty, a backend still indexing
+            found = TraceSet()
+        have = found.subset(wanted)
+        expected = run_services(have.traces.values(), services)
+        incomplete = sum(
+            1 for spans in have.traces.values() if not is_complete(spans, expected, min_services)
+        )
+        if (not incomplete and len(have.traces) == len(wanted)) or time.monotonic() > end:
+            return have, incomplete
+        time.sleep(poll_s)

@@ -1,0 +1,114 @@
+"""A bench sweep as JSON (``docs/bench.md``) and as a table with its knee."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracer.analysis.aggregate import Stats
+from tracer.analysis.render.json_out import number, stats_dict
+from tracer.analysis.render.sections import Section, fmt_ms
+from tracer.bench import KNEE_RATIO, BenchResult
+
+__all__ = ["bench_dict", "bench_sections"]
+
+_KEYS = ("n", "mean", "p50", "p90", "p99")
+
+
+def bench_dict(result: BenchResult) -> dict[str, Any]:
+    """The JSON shape of ``hoptrace bench --format json``."""
+    return {
+        "url": result.url,
+        "max_tokens": result.max_tokens,
+        "stream": result.stream,
+        "run": result.run,
+        "levels": [
+            {
+                "concurrency": lv.concurrency,
+                "run": lv.run,
+                "requests": len(lv.samples),
+                "ok": len(lv.ok),
+                "errors": lv.errors(),
+                "e2e_ms": stats_dict(lv.e2e(), _KEYS),
+                "ttfc_ms": stats_dict(lv.ttfc(), _KEYS) if result.stream else None,
+                "itl_ms": stats_dict(lv.itl(), _KEYS) if result.stream else None,
+                "output_tokens_per_s": number(lv.output_tokens_per_s()),
+                "requests_per_s": number(lv.requests_per_s()),
+            }
+            for lv in result.levels
+        ],
+        "knee": None
+        if result.knee is None
+        else {
+            "concurrency": result.knee.concurrency,
+            "p90_ratio": number(result.knee.p90_ratio),
+            "stage": result.knee.stage,
+            "stage_growth_ms": None
+            if result.knee.stage_growth_ms is None
+            else number(result.knee.stage_growth_ms),
+        },
+        "notes": list(result.notes),
+    }
+
+
+def _cell(s: Stats | None, key: str) -> str:
+    return "-" if s is None or not s.n else fmt_ms(getattr(s, key))
+
+
+def bench_sections(result: BenchResult) -> list[Section]:
+    """The table of a sweep, one row per level, with the knee and the notes under it."""
+    head = Section(
+        f"Benchmark {result.url} (max_tokens {result.max_tokens}, "
+        f"{'streaming' if result.stream else 'not streaming'})",
+        [
+            "concurrency",
+            "ok/requests",
+            "errors",
+            "P50 ms",
+            "P90 ms",
+            "P99 ms",
+            "TTFC P50",
+            "TTFC P90",
+            "ITL P50",
+            "ITL P90",
+            "tokens/s",
+            "req/s",
+        ],
+    )
+    for lv in result.levels:
+        e2e = lv.e2e() if lv.ok else None
+        ttfc = lv.ttfc() if result.stream else None
+        itl = lv.itl() if result.stream else None
+        head.rows.append(
+            [
+                str(lv.concurrency),
+                f"{len(lv.ok)}/{len(lv.samples)}",
+                ", ".join(f"{k}: {v}" for k, v in lv.errors().items()) or "-",
+                _cell(e2e, "p50"),
+                _cell(e2e, "p90"),
+                _cell(e2e, "p99"),
+                _cell(ttfc, "p50"),
+                _cell(ttfc, "p90"),
+                _cell(itl, "p50"),
+                _cell(itl, "p90"),
+                f"{lv.output_tokens_per_s():,.1f}",
+                f"{lv.requests_per_s():,.2f}",
+            ]
+        )
+    knee = result.knee
+    if knee is None:
+        head.notes.append(
+            f"no knee: P90 stayed under {KNEE_RATIO:g}x the lowest level's at every level"
+        )
+    else:
+        text = (
+            f"knee at concurrency {knee.concurrency}: P90 is {knee.p90_ratio:.1f}x the "
+            "lowest level's; the service, not the model, is the bottleneck from here"
+        )
+        if knee.stage:
+            text += f"; the stage that grew most: {knee.stage}"
+        head.notes.append(text)
+    head.notes.extend(result.notes)
+    head.notes.append(
+        f"traces carry hoptrace.run = {result.run}-c<concurrency> (warm-up: {result.run}-warmup)"
+    )
+    return [head]

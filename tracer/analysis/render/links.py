@@ -1,0 +1,13 @@
+"""Links from a report to a trace in Jaeger's UI."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_JAEGER_URL", "trace_url"]
+
+#: Jaeger's UI on its default port; ``--jaeger-url`` / ``HOPTRACE_JAEGER_URL`` change it.
+DEFAULT_JAEGER_URL = "http://localhost:16686"
+
+
+def trace_url(jaeger_url: str, trace_id: str) -> str:
+    """The page of ``trace_id`` in the Jaeger UI at ``jaeger_url``."""
+    return f"{jaeger_url.rstrip('/')}/trace/{trace_id}"

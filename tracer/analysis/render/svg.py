@@ -1,0 +1,180 @@
+"""SVG pieces of the HTML report: stage colours, stacked share bars, waterfalls, the
+bench's latency chart. Inline SVG only: the page fetches nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from html import escape
+
+from tracer.analysis.render.sections import fmt_ms
+from tracer.analysis.waterfall import Waterfall
+
+__all__ = ["STAGE_COLOURS", "legend", "line_chart", "stacked_bars", "stage_colour", "waterfall_svg"]
+
+# The seven stages in request order, network and other: colours that stay apart
+# for most kinds of colour blindness (Okabe-Ito and neighbours).
+STAGE_COLOURS = {
+    "client": "#56b4e9",
+    "gateway": "#e69f00",
+    "auth": "#cc79a7",
+    "context": "#009e73",
+    "inference": "#d55e00",
+    "postprocess": "#0072b2",
+    "return": "#b8a000",
+    "network": "#9a9a9a",
+    "other": "#c8c8c8",
+}
+_EXTRA = ("#8c564b", "#17becf", "#7f7f7f", "#bcbd22", "#9467bd", "#2ca02c", "#ff7f0e")
+
+
+def stage_colour(name: str) -> str:
+    """A fixed colour per canonical stage; other names get a stable colour of their own."""
+    if name in STAGE_COLOURS:
+        return STAGE_COLOURS[name]
+    digest = hashlib.sha1(name.encode()).digest()
+    return _EXTRA[digest[0] % len(_EXTRA)]
+
+
+def legend(names: list[str]) -> str:
+    items = "".join(
+        f'<span><i class="swatch" style="background:{stage_colour(n)}"></i>{escape(n)}</span>'
+        for n in names
+    )
+    return f'<div class="legend">{items}</div>'
+
+
+def stacked_bars(
+    bars: list[tuple[str, list[tuple[str, float]], str]], css_id: str, width: int = 1100
+) -> str:
+    """Horizontal stacked bars; each bar is (label, [(group, fraction)], caption)."""
+    label_w, caption_w, h, gap = 150, 170, 26, 12
+    plot_w = width - label_w - caption_w
+    height = len(bars) * (h + gap) + gap
+    parts = [
+        f'<svg id="{css_id}" class="chart" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">'
+    ]
+    for row, (label, pieces, caption) in enumerate(bars):
+        y = gap + row * (h + gap)
+        parts.append(f'<text x="0" y="{y + h * 0.68:.1f}">{escape(label)}</text>')
+        x = float(label_w)
+        for name, frac in pieces:
+            w = max(0.0, frac) * plot_w
+            if w <= 0:
+                continue
+            parts.append(
+                f'<rect x="{x:.2f}" y="{y}" width="{w:.2f}" height="{h}" '
+                f'fill="{stage_colour(name)}" data-group="{escape(name)}">'
+                f"<title>{escape(name)}: {frac * 100:.1f}%</title></rect>"
+            )
+            if w > 44:
+                parts.append(
+                    f'<text x="{x + 4:.2f}" y="{y + h * 0.68:.1f}" style="fill:#fff">'
+                    f"{frac * 100:.0f}%</text>"
+                )
+            x += w
+        parts.append(
+            f'<text x="{label_w + plot_w + 10}" y="{y + h * 0.68:.1f}">{escape(caption)}</text>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
+    label_w, row_h, top = 330, 20, 22
+    plot_w = width - label_w - 20
+    height = top + row_h * len(wf.rows) + 8
+    span_ms = wf.e2e_ms or 1.0
+    pattern = f"net-{index}"
+    parts = [
+        f'<svg id="waterfall-{index}" class="waterfall" role="img" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}">',
+        f'<defs><pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/>'
+        f'<rect width="3" height="6" fill="{STAGE_COLOURS["network"]}"/></pattern></defs>',
+    ]
+    for tick in range(5):
+        ms = span_ms * tick / 4
+        x = label_w + plot_w * tick / 4
+        anchor = "end" if tick == 4 else "start"
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height}" stroke="#eceff3"/>'
+            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{fmt_ms(ms)} ms</text>'
+        )
+    for r, row in enumerate(wf.rows):
+        y = top + r * row_h
+        text = f"{row.service}: {row.name}"
+        if len(text) > 44:
+            text = text[:43] + "…"
+        parts.append(
+            f'<text x="{4 + row.depth * 10}" y="{y + 14}">{escape(text)}'
+            f"<title>{escape(row.service)}: {escape(row.name)} ({escape(row.stage)})</title>"
+            "</text>"
+        )
+        x = label_w + plot_w * row.start_ms / span_ms
+        w = max(1.0, plot_w * (row.end_ms - row.start_ms) / span_ms)
+        fill = f"url(#{pattern})" if row.gaps else stage_colour(row.stage)
+        parts.append(
+            f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" rx="2" '
+            f'fill="{fill}" data-stage="{escape(row.stage)}">'
+            f"<title>{escape(row.stage)} · {escape(row.name)}: "
+            f"{fmt_ms(row.end_ms - row.start_ms)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
+            "path</title></rect>"
+        )
+        for g0, g1, hop in row.gaps:
+            gx = label_w + plot_w * g0 / span_ms
+            gw = max(1.0, plot_w * (g1 - g0) / span_ms)
+            parts.append(
+                f'<rect x="{gx:.2f}" y="{y + 3}" width="{gw:.2f}" height="{row_h - 6}" '
+                f'fill="{STAGE_COLOURS["network"]}" class="gap">'
+                f"<title>network {escape(hop)}: {fmt_ms(g1 - g0)} ms</title></rect>"
+            )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def line_chart(
+    labels: list[str],
+    series: list[tuple[str, str, list[float | None]]],
+    css_id: str,
+    width: int = 1100,
+    height: int = 260,
+) -> str:
+    """Lines over evenly spaced x ``labels``; each series is (name, colour, values),
+    a None value leaving a hole. The y axis starts at 0 and is in milliseconds."""
+    left, bottom, top = 60, 30, 14
+    plot_w, plot_h = width - left - 150, height - bottom - top
+    ymax = max([v for _, _, values in series for v in values if v is not None] + [1.0])
+    parts = [
+        f'<svg id="{css_id}" class="chart" role="img" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" '
+        'stroke="#888"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>',
+        f'<text x="4" y="{top + 10}">{fmt_ms(ymax)} ms</text>',
+        f'<text x="4" y="{top + plot_h}">0</text>',
+    ]
+
+    def px(i: int) -> float:
+        return left + (plot_w * (i + 0.5) / max(1, len(labels)))
+
+    def py(v: float) -> float:
+        return top + plot_h - plot_h * v / ymax
+
+    for row, (name, colour, values) in enumerate(series):
+        points = [(px(i), py(v)) for i, v in enumerate(values) if v is not None]
+        if points:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+            parts.append(
+                f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2.5"/>'
+            )
+            for x, y in points:
+                parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"/>')
+        parts.append(
+            f'<text x="{left + plot_w + 14}" y="{top + 20 * (row + 1)}" '
+            f'style="fill:{colour}">{escape(name)}</text>'
+        )
+    for i, label in enumerate(labels):
+        parts.append(f'<text x="{px(i) - 8:.1f}" y="{top + plot_h + 18}">{escape(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)

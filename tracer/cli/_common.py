@@ -1,0 +1,230 @@
+"""What every command shares: the source options, the output options and dispatch.
+
+Command modules import this one; nothing here imports a command module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracer._errors import ConfigError
+
+__all__ = [
+    "FORMATS",
+    "Selection",
+    "busy",
+    "emit",
+    "format_option",
+    "group_by_option",
+    "is_url",
+    "jaeger_option",
+    "parse_prices",
+    "render_as",
+    "source_label",
+    "source_options",
+    "stage_map_of",
+    "store_option",
+]
+
+FORMATS = ("table", "json", "markdown", "html")
+
+
+def is_url(source: str) -> bool:
+    """True for an http(s) URL (a trace backend), False for a path."""
+    return source.startswith(("http://", "https://"))
+
+
+def emit(text: str, output: str | None) -> None:
+    """Write ``text`` to ``output`` (and say so on stderr), or print it."""
+    if output:
+        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text.rstrip("\n"))
+
+
+def parse_prices(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """``MODEL=IN:OUT`` options as {model: (price in, price out)} per 1,000 tokens."""
+    prices = {}
+    for value in values:
+        try:
+            model, rest = value.rsplit("=", 1)
+            tin, tout = rest.split(":")
+            prices[model] = (float(tin), float(tout))
+        except ValueError:
+            raise ConfigError(
+                f"--price must look like MODEL=IN:OUT (price per 1,000 tokens), got {value!r}"
+            ) from None
+    return prices
+
+
+def stage_map_of(path: str | None) -> Any:
+    """The user's stage map from ``--stage-map``, or None."""
+    if not path:
+        return None
+    from tracer.analysis import load_stage_map
+
+    return load_stage_map(path)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which traces to read: the source options every analysis command shares."""
+
+    service: str | None = None
+    operation: str | None = None
+    limit: int | None = None
+    since: str | None = None
+    run: str | None = None
+    stage_map_path: str | None = None
+
+    def load(self, sources: tuple[str, ...]) -> Any:
+        """The selected traces of ``sources`` as a TraceSet."""
+        from tracer.analysis import load
+
+        return load(
+            list(sources),
+            service=self.service,
+            operation=self.operation,
+            limit=self.limit,
+            since=self.since,
+            run=self.run,
+        )
+
+    def stage_map(self) -> Any:
+        """The user's stage map, or None."""
+        return stage_map_of(self.stage_map_path)
+
+
+def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the source options; the command receives them as ``selection``."""
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        service: str | None,
+        operation: str | None,
+        limit: int | None,
+        since: str | None,
+        run_name: str | None,
+        stage_map: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        selection = Selection(service, operation, limit, since, run_name, stage_map)
+        return func(*args, selection=selection, **kwargs)
+
+    for option in reversed(
+        [
+            click.option("--service", help="Keep traces that contain a span of this service."),
+            click.option("--operation", help="Keep traces that contain a span of this operation."),
+            click.option("--limit", type=int, help="Keep the most recent N traces."),
+            click.option(
+                "--since", help="Keep traces that started within this time (15m, 2h, 1d)."
+            ),
+            click.option(
+                "--run",
+                "run_name",
+                help="Keep traces of this run (hoptrace.run attribute; glob, e.g. 'bench-*-c8').",
+            ),
+            click.option(
+                "--stage-map",
+                type=click.Path(dir_okay=False),
+                help="TOML file mapping service/operation patterns to stages.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@contextlib.contextmanager
+def busy(sources: tuple[str, ...], what: str) -> Iterator[None]:
+    """A spinner on stderr (terminals only) while large or remote sources are read."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    size = 0
+    for source in sources or ():
+        path = Path(source).expanduser()
+        size += path.stat().st_size if path.is_file() else 0
+    remote = any(is_url(s) for s in sources)
+    if not console.is_terminal or (size < 16 * 1024 * 1024 and not remote):
+        yield
+        return
+    label = f"{what} ({size / 1e6:,.0f} MB)" if size else what
+    with console.status(label):
+        yield
+
+
+def source_label(sources: tuple[str, ...]) -> str:
+    """How a report names its sources."""
+    return ", ".join(sources) if sources else "the default span store"
+
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False),
+    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
+)
+group_by_option = click.option(
+    "--group-by",
+    type=click.Choice(("stage", "service", "operation")),
+    default="stage",
+    show_default=True,
+)
+
+
+def jaeger_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--jaeger-url`` (env ``HOPTRACE_JAEGER_URL``), for the reports' trace links."""
+    from tracer.analysis.render.links import DEFAULT_JAEGER_URL
+
+    return click.option(
+        "--jaeger-url",
+        default=DEFAULT_JAEGER_URL,
+        show_default=True,
+        envvar="HOPTRACE_JAEGER_URL",
+        help="Jaeger UI base URL for the reports' trace links.",
+    )(func)
+
+
+def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--format``, ``-o/--output`` and ``--jaeger-url``."""
+    func = jaeger_option(func)
+    func = click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")(
+        func
+    )
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="html: one self-contained page (charts, waterfalls); best with -o.",
+    )(func)
+
+
+def render_as(
+    fmt: str,
+    output: str | None,
+    as_json: Callable[[], Any],
+    sections: Callable[[], Any],
+    report: Callable[[], Any],
+) -> None:
+    """Render one result in ``fmt`` and emit it; only the format asked for is built."""
+    from tracer.analysis import render
+
+    if fmt == "json":
+        emit(render.dumps(as_json()), output)
+    elif fmt == "markdown":
+        emit(render.to_markdown(sections()), output)
+    elif fmt == "html":
+        emit(render.to_html(report()), output)
+    else:
+        emit(render.to_table(sections()), output)

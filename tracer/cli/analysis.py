@@ -1,0 +1,305 @@
+"""The analysis commands: ``analyze``, ``whatif``, ``compare``, ``report``, ``check``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tracer._errors import ConfigError
+from tracer.cli._common import (
+    Selection,
+    busy,
+    emit,
+    format_option,
+    group_by_option,
+    jaeger_option,
+    parse_prices,
+    render_as,
+    source_label,
+    source_options,
+    stage_map_of,
+)
+
+__all__ = ["COMMANDS"]
+
+
+def _byte_progress() -> Any:
+    """A byte bar on stderr for the parallel path (terminals only), as a context."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def _analyze(
+    sources: tuple[str, ...],
+    selection: Selection,
+    group_by: str,
+    smap: Any,
+    keep_traces: bool,
+    what: str = "reading and attributing traces",
+) -> tuple[Any, Any]:
+    """Analysis and (when kept) traces of the selected sources, with progress."""
+    from tracer.analysis import analyze_sources
+
+    with busy(sources, what), _byte_progress() as bar:
+        task = bar.add_task("reading", total=None)
+
+        def show(phase: str, done: int, total: int) -> None:
+            if phase == "reading":
+                bar.update(task, completed=done, total=total)
+            else:
+                bar.update(task, description="attributing traces")
+
+        return analyze_sources(
+            sources,
+            group_by=group_by,
+            stage_map=smap,
+            service=selection.service,
+            operation=selection.operation,
+            run=selection.run,
+            since=selection.since,
+            limit=selection.limit,
+            keep_traces=keep_traces,
+            progress=show,
+        )
+
+
+def _report(
+    result: Any, traces: Any, smap: Any, sources: tuple[str, ...], jaeger_url: str, **views: Any
+) -> Any:
+    from tracer.analysis import exemplar_waterfalls, render
+
+    return render.Report(
+        title=f"Where the time goes: {result.traces} traces",
+        source=source_label(sources),
+        analysis=result,
+        waterfalls=exemplar_waterfalls(result, traces, smap),
+        jaeger_url=jaeger_url,
+        **views,
+    )
+
+
+@click.command()
+@click.argument("sources", nargs=-1)
+@group_by_option
+@click.option(
+    "--price",
+    multiple=True,
+    metavar="MODEL=IN:OUT",
+    help="Price per 1,000 input and output tokens; MODEL may be '*'.",
+)
+@format_option
+@source_options
+def analyze(
+    sources: tuple[str, ...],
+    group_by: str,
+    price: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    jaeger_url: str,
+    selection: Selection,
+) -> None:
+    """Attribute each trace's time to stages along its critical path and aggregate.
+
+    SOURCES: span store files, OTLP JSON or Jaeger JSON files, folders, or a Jaeger
+    URL (http://host:16686); the default span store when none is given.
+    """
+    from tracer.analysis import render
+
+    prices = parse_prices(price)
+    smap = selection.stage_map()
+    result, traces = _analyze(sources, selection, group_by, smap, keep_traces=fmt == "html")
+    render_as(
+        fmt,
+        output,
+        lambda: render.analysis_dict(result, prices),
+        lambda: render.analysis_sections(result, prices, jaeger_url=jaeger_url),
+        lambda: _report(result, traces, smap, sources, jaeger_url),
+    )
+
+
+@click.command()
+@click.argument("sources", nargs=-1)
+@click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
+@click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
+@format_option
+@source_options
+def whatif(
+    sources: tuple[str, ...],
+    stage: str,
+    speedup: float,
+    fmt: str,
+    output: str | None,
+    jaeger_url: str,
+    selection: Selection,
+) -> None:
+    """Project "STAGE becomes K times faster" onto the real traces."""
+    from tracer.analysis import analyze as run
+    from tracer.analysis import render, what_if
+
+    smap = selection.stage_map()
+    with busy(sources, "reading and retiming traces"):
+        traces = selection.load(sources)
+        result = what_if(traces, stage, speedup, smap)
+    render_as(
+        fmt,
+        output,
+        lambda: render.whatif_dict(result),
+        lambda: render.whatif_sections(result),
+        lambda: _report(
+            run(traces, "stage", smap), traces, smap, sources, jaeger_url, whatif=result
+        ),
+    )
+
+
+@click.command()
+@click.argument("baseline")
+@click.argument("candidate")
+@group_by_option
+@format_option
+@click.option("--stage-map", type=click.Path(dir_okay=False))
+def compare(
+    baseline: str,
+    candidate: str,
+    group_by: str,
+    fmt: str,
+    output: str | None,
+    jaeger_url: str,
+    stage_map: str | None,
+) -> None:
+    """Compare a BASELINE run with a CANDIDATE run, stage by stage."""
+    from tracer.analysis import compare as diff
+    from tracer.analysis import exemplar_waterfalls, render
+
+    smap = stage_map_of(stage_map)
+    everything = Selection()
+    before, _ = _analyze((baseline,), everything, group_by, smap, False, "reading the baseline")
+    # The HTML page draws the candidate's exemplar traces: keep them for it.
+    after, candidate_traces = _analyze(
+        (candidate,), everything, group_by, smap, fmt == "html", "reading the candidate"
+    )
+    result = diff(before, after)
+    render_as(
+        fmt,
+        output,
+        lambda: render.comparison_dict(result),
+        lambda: render.comparison_sections(result),
+        lambda: render.Report(
+            title=f"{candidate} against {baseline}",
+            source=f"baseline {baseline}, candidate {candidate}",
+            analysis=after,
+            comparison=result,
+            waterfalls=exemplar_waterfalls(after, candidate_traces, smap),
+            jaeger_url=jaeger_url,
+        ),
+    )
+
+
+@click.command()
+@click.argument("sources", nargs=-1)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="report.html",
+    show_default=True,
+    help="The HTML file to write.",
+)
+@group_by_option
+@click.option("--stage", "whatif_stage", help="Add the what-if view for this stage.")
+@click.option("--speedup", type=float, help="With --stage: how many times faster.")
+@click.option(
+    "--baseline",
+    help="Add the compare view: SOURCES are the candidate, this is the baseline.",
+)
+@jaeger_option
+@source_options
+def report(
+    sources: tuple[str, ...],
+    output: str,
+    group_by: str,
+    whatif_stage: str | None,
+    speedup: float | None,
+    baseline: str | None,
+    jaeger_url: str,
+    selection: Selection,
+) -> None:
+    """Write one self-contained HTML report: share bars, percentiles, waterfalls.
+
+    The page works offline (no scripts, no fonts, no CDN); the P50 and P90 exemplar
+    traces link to Jaeger at --jaeger-url.
+    """
+    from tracer.analysis import analyze as run
+    from tracer.analysis import compare as diff
+    from tracer.analysis import load, render, what_if
+
+    if (whatif_stage is None) != (speedup is None):
+        raise ConfigError("--stage and --speedup go together")
+    smap = selection.stage_map()
+    with busy(sources, "reading and attributing traces"):
+        traces = selection.load(sources)
+        result = run(traces, group_by, smap)
+        views: dict[str, Any] = {}
+        if whatif_stage is not None and speedup is not None:
+            views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
+        if baseline is not None:
+            views["comparison"] = diff(run(load([baseline]), group_by, smap), result)
+        page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
+    emit(page, output)
+
+
+@click.command()
+@click.argument("sources", nargs=-1)
+@click.option(
+    "--budget",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="TOML file of limits: [e2e], [ttft], [stage.NAME] with p50_ms, p90_ms, p99_ms, "
+    "share_max, tail_share_max.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("text", "json")),
+    default="text",
+    show_default=True,
+)
+@source_options
+def check(
+    sources: tuple[str, ...],
+    budget: str,
+    fmt: str,
+    selection: Selection,
+) -> None:
+    """Check the traces against a latency budget; exit 1 when any limit is exceeded.
+
+    Prints one PASS or FAIL line per limit with the measured value, for CI after a
+    load test: hoptrace check spans.db --budget budget.toml
+    """
+    from tracer.analysis import analyze as run
+    from tracer.analysis import render
+    from tracer.analysis.budget import check_budget, load_budget
+
+    limits = load_budget(budget)
+    result = check_budget(run(selection.load(sources), "stage", selection.stage_map()), limits)
+    if fmt == "json":
+        emit(render.dumps(render.budget_dict(result)), None)
+    else:
+        emit(render.budget_text(result), None)
+    if not result.passed:
+        sys.exit(1)
+
+
+COMMANDS = (analyze, whatif, compare, report, check)

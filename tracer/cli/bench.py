@@ -1,0 +1,260 @@
+"""``hoptrace bench``: the careful benchmark from the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any
+
+import click
+
+from tracer._errors import ConfigError
+from tracer.cli._common import format_option, render_as
+
+__all__ = ["COMMANDS"]
+
+ITL_HELP = (
+    "Inter-chunk latency (ITL) is the gap between consecutive content chunks of a "
+    "stream, after the first chunk, pooled over the level's successful requests; with "
+    "one token per chunk it is the inter-token latency."
+)
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        return sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(
+            f"--concurrency must be positive integers separated by commas, got {text!r}"
+        ) from None
+
+
+def _tracing_reachable() -> str | None:
+    """The OTLP traces endpoint when something answers there, else None."""
+    import httpx
+
+    from tracer._setup import traces_endpoint
+
+    endpoint = traces_endpoint(None, "http/protobuf")
+    try:
+        httpx.post(
+            endpoint,
+            content=b"",
+            headers={"content-type": "application/x-protobuf"},
+            timeout=2.0,
+        )
+    except httpx.HTTPError:
+        return None
+    return endpoint
+
+
+def _knee_ids(result: Any) -> tuple[set[str], set[str]]:
+    """Trace ids of the lowest level and of the knee's level."""
+    base = result.levels[0]
+    knee = next(lv for lv in result.levels if lv.concurrency == result.knee.concurrency)
+    return {s.trace_id for s in base.ok}, {s.trace_id for s in knee.ok}
+
+
+def _traces_of(result: Any, source: str, wait_s: float, since_s: float, everything: bool) -> Any:
+    """The bench's traces from ``source``: all measured ones, or the knee's two levels."""
+    from rich.console import Console
+
+    from tracer.analysis.arrival import wait_for_traces
+
+    if everything or result.knee is None:
+        wanted = {s.trace_id for lv in result.levels for s in lv.ok}
+    else:
+        base, knee = _knee_ids(result)
+        wanted = base | knee
+    Console(stderr=True).print(f"waiting for {len(wanted)} traces in {source}")
+    traces, partial = wait_for_traces(
+        source,
+        wanted,
+        deadline_s=wait_s,
+        since_s=since_s,
+        min_services=2,  # the bench's client and the server it called
+        backend_service=os.environ.get("OTEL_SERVICE_NAME") or "client",
+    )
+    missing = len(wanted) - len(traces.traces)
+    if missing:
+        result.notes.append(f"{missing} of {len(wanted)} traces were not found in {source}")
+    if partial:
+        result.notes.append(
+            f"{partial} traces were still incomplete after {wait_s:g} s (--traces-wait); "
+            "their missing spans count as time of the spans above them"
+        )
+    return traces
+
+
+def _name_knee_stage(result: Any, traces: Any) -> None:
+    """Put the stage that grew most between the lowest level and the knee on the knee."""
+    from tracer.bench import stage_growth
+
+    if traces is None:
+        result.notes.append("the stage that grew is named when the traces are reachable (--traces)")
+        return
+    base_ids, knee_ids = _knee_ids(result)
+    grown = stage_growth(traces, base_ids, knee_ids)
+    if grown is None:
+        result.notes.append("no usable traces of the knee's levels: the stage that grew is unknown")
+        return
+    result.knee = dataclasses.replace(result.knee, stage=grown[0], stage_growth_ms=grown[1])
+    result.notes.append(
+        f"{grown[0]} grew by {grown[1]:,.1f} ms per request (mean) from concurrency "
+        f"{result.levels[0].concurrency} to {result.knee.concurrency}"
+    )
+
+
+@click.command(epilog=ITL_HELP)
+@click.argument("url")
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer key [env: OPENAI_API_KEY].")
+@click.option("--requests", default=32, show_default=True, help="Measured requests per level.")
+@click.option(
+    "--warmup",
+    default=4,
+    show_default=True,
+    help="Warm-up requests per level (at least the level's concurrency; 0: none).",
+)
+@click.option(
+    "--concurrency",
+    default="1,2,4,8",
+    show_default=True,
+    help="Concurrency levels, comma-separated.",
+)
+@click.option("--max-tokens", default=64, show_default=True, help="Fixed max_tokens.")
+@click.option("--prompt", help="The fixed prompt [default: a short explanation request].")
+@click.option(
+    "--model",
+    default="default",
+    show_default=True,
+    help="The model name sent (vLLM and hosted APIs want the served model's name).",
+)
+@click.option("--stream/--no-stream", default=True, show_default=True)
+@click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
+@click.option(
+    "--traces",
+    "traces_source",
+    help="Where the server's spans land (span store or Jaeger URL), to name the stage "
+    "that grew at the knee [default: the default span store, if it exists].",
+)
+@click.option(
+    "--traces-wait",
+    default=15.0,
+    show_default=True,
+    help="Seconds to wait for the traces to arrive.",
+)
+@format_option
+def bench(
+    url: str,
+    api_key: str | None,
+    requests: int,
+    warmup: int,
+    concurrency: str,
+    max_tokens: int,
+    prompt: str | None,
+    model: str,
+    stream: bool,
+    timeout: float,
+    traces_source: str | None,
+    traces_wait: float,
+    fmt: str,
+    output: str | None,
+    jaeger_url: str,
+) -> None:
+    """Benchmark an OpenAI-compatible endpoint: warm-up, fixed max_tokens,
+    concurrency sweep, P50/P90/P99, TTFC, ITL, tokens/s and the knee.
+
+    URL is an OpenAI-style base URL (http://host:port/v1). Every request is a traced
+    client span (context propagated) sent to OTEL_EXPORTER_OTLP_ENDPOINT.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    import tracer
+    from collector import default_store_path
+    from tracer._setup import prefer_prompt_export
+    from tracer.analysis import analyze, exemplar_waterfalls, render
+    from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench, warmup_requests
+
+    levels = _levels(concurrency)
+    check_arguments(url, levels, requests, warmup, max_tokens, timeout)
+    err = Console(stderr=True)
+    notes: list[str] = []
+    ours = False
+    if not tracer.is_configured():
+        endpoint = _tracing_reachable()
+        if endpoint is None:
+            notes.append("requests were not traced: no OTLP receiver answered")
+            err.print(
+                "hoptrace: note: no OTLP receiver answers at OTEL_EXPORTER_OTLP_ENDPOINT "
+                "(default http://127.0.0.1:4318); the requests are not traced"
+            )
+        else:
+            prefer_prompt_export()
+            tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
+            ours = True
+    total = sum(warmup_requests(warmup, c) + requests for c in levels)
+    started = time.monotonic()
+    try:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+        ) as progress:
+            task = progress.add_task("bench", total=total)
+            result = run_bench(
+                url,
+                api_key=api_key,
+                levels=levels,
+                requests=requests,
+                warmup=warmup,
+                max_tokens=max_tokens,
+                prompt=prompt or DEFAULT_PROMPT,
+                model=model,
+                stream=stream,
+                timeout_s=timeout,
+                progress=lambda label, n: progress.update(task, advance=n, description=label),
+            )
+    finally:
+        if ours:
+            tracer.force_flush()
+    result.notes.extend(notes)
+    source = traces_source
+    if source is None and ours and default_store_path().exists():
+        source = str(default_store_path())
+    traces = None
+    if source and (result.knee is not None or fmt == "html"):
+        since_s = time.monotonic() - started + 60  # the sweep, and clocks a bit apart
+        traces = _traces_of(result, source, traces_wait, since_s, fmt == "html")
+    if result.knee is not None:
+        _name_knee_stage(result, traces)
+    if ours:
+        tracer.shutdown()
+
+    def report() -> Any:
+        analysis = None
+        waterfalls: list[Any] = []
+        if traces is not None and traces.traces:
+            analysis = analyze(traces)
+            waterfalls = exemplar_waterfalls(analysis, traces)
+        return render.Report(
+            title=f"Benchmark of {url}",
+            source=f"run {result.run}",
+            analysis=analysis,
+            bench=result,
+            waterfalls=waterfalls,
+            jaeger_url=jaeger_url,
+        )
+
+    render_as(
+        fmt,
+        output,
+        lambda: render.bench_dict(result),
+        lambda: render.bench_sections(result),
+        report,
+    )
+
+
+COMMANDS = (bench,)

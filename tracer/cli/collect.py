@@ -1,0 +1,54 @@
+"""``hoptrace collect``: the embedded OTLP/HTTP receiver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from tracer._errors import ConfigError
+from tracer.cli._common import store_option
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; loopback unless you mean to expose it.",
+)
+@click.option("--port", default=4318, show_default=True, type=int)
+@store_option
+@click.option(
+    "--max-body-bytes",
+    type=int,
+    default=16 * 1024 * 1024,
+    show_default=True,
+    help="Largest request body, before and after gzip.",
+)
+@click.option(
+    "--token",
+    envvar="HOPTRACE_COLLECTOR_TOKEN",
+    help="Require 'Authorization: Bearer TOKEN' [env: HOPTRACE_COLLECTOR_TOKEN].",
+)
+def collect(
+    host: str, port: int, store: str | None, max_body_bytes: int, token: str | None
+) -> None:
+    """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store."""
+    from collector import default_store_path, serve
+
+    if not 0 < port < 65536:
+        raise ConfigError(f"--port must be 1..65535, got {port!r}")
+    path = Path(store) if store else default_store_path()
+    click.echo(
+        f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces -> {path}\n"
+        f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
+        "  Ctrl-C to stop",
+        err=True,
+    )
+    serve(path, host=host, port=port, max_body_bytes=max_body_bytes, token=token)
+
+
+COMMANDS = (collect,)

@@ -1,0 +1,168 @@
+"""``hoptrace demo`` and ``hoptrace serve``: the demo chain from the command line."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tracer.cli._common import emit, jaeger_option, store_option
+
+__all__ = ["COMMANDS"]
+
+
+@click.command()
+@click.option("--requests", default=40, show_default=True, help="Measured requests per run.")
+@click.option("--warmup", default=8, show_default=True, help="Warm-up requests per run.")
+@click.option("--concurrency", default=8, show_default=True)
+@click.option(
+    "--speedup",
+    default=100.0,
+    show_default=True,
+    help="How many times faster the candidate model is.",
+)
+@click.option(
+    "--profile",
+    default="seed",
+    show_default=True,
+    help="Latency profile: seed, lan or loopback.",
+)
+@click.option("--stream/--no-stream", default=True, show_default=True)
+@store_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "markdown", "json", "html")),
+    default="table",
+    show_default=True,
+    help="html: one page with both runs, the projection and the waterfalls (use -o).",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@jaeger_option
+def demo(
+    requests: int,
+    warmup: int,
+    concurrency: int,
+    speedup: float,
+    profile: str,
+    stream: bool,
+    store: str | None,
+    fmt: str,
+    output: str | None,
+    jaeger_url: str,
+) -> None:
+    """Run the traced demo chain twice (model as is, then K times faster) and show
+    where the speedup went."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from collector import default_store_path
+    from demo_app.report import demo_dict, demo_page, demo_sections
+    from demo_app.run import run_demo
+    from tracer.analysis import render
+
+    err = Console(stderr=True)
+    tasks: dict[str, Any] = {}
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+
+        def show(event: str, run: str, done: int, total: int) -> None:
+            if event == "start":
+                tasks[run] = progress.add_task(run, total=total)
+            elif event == "advance":
+                progress.advance(tasks[run], done)
+            else:
+                progress.console.print(run)
+
+        result = run_demo(
+            Path(store) if store else default_store_path(),
+            requests=requests,
+            warmup=warmup,
+            concurrency=concurrency,
+            speedup=speedup,
+            profile=profile,
+            stream=stream,
+            progress=show,
+        )
+    if fmt == "json":
+        emit(render.dumps(demo_dict(result)), output)
+    elif fmt == "html":
+        emit(render.to_html(demo_page(result, jaeger_url)), output)
+    else:
+        sections = demo_sections(result, jaeger_url)
+        text = render.to_markdown(sections) if fmt == "markdown" else render.to_table(sections)
+        emit(text, output)
+
+
+@click.command()
+@click.option("--port", default=8000, show_default=True, help="Gateway port.")
+@click.option("--otlp-port", default=4318, show_default=True)
+@click.option("--api-key", default="hoptrace-demo-key", show_default=True)
+@click.option("--rate-limit", default=0.0, help="Requests per second per key (burst = RPS).")
+@click.option("--speedup", default=1.0, show_default=True)
+@click.option("--profile", default="seed", show_default=True)
+@store_option
+@click.option(
+    "--max-concurrency",
+    default=0,
+    show_default=True,
+    help="Gateway worker pool size (0: unlimited); small pools show a knee in bench.",
+)
+@click.option(
+    "--upstream",
+    help="An OpenAI-compatible base URL to use instead of the "
+    "simulated model (vLLM, llama.cpp, Ollama), e.g. http://127.0.0.1:8080/v1",
+)
+def serve(
+    port: int,
+    otlp_port: int,
+    api_key: str,
+    rate_limit: float,
+    speedup: float,
+    profile: str,
+    store: str | None,
+    max_concurrency: int,
+    upstream: str | None,
+) -> None:
+    """Start the traced chain and the collector, and stay up until Ctrl-C."""
+    from collector import default_store_path
+    from demo_app.chain import Chain
+    from demo_app.profiles import get_profile
+    from tracer._setup import prefer_prompt_export
+
+    get_profile(profile)
+    store_path = Path(store) if store else default_store_path()
+    prefer_prompt_export()
+    chain = Chain(
+        store_path,
+        profile=profile,
+        speedup=speedup,
+        api_key=api_key,
+        rate_limit=rate_limit,
+        otlp_port=otlp_port,
+        upstream=upstream,
+        max_concurrency=max_concurrency,
+    )
+    chain.ports["gateway"] = port
+    with chain:
+        click.echo(
+            f"OpenAI base URL:  {chain.base_url}\nAPI key:          {api_key}\n"
+            f"OTLP collector:   {chain.collector.endpoint} (store {store_path})\n"
+            "Ctrl-C to stop",
+            err=True,
+        )
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            click.echo("stopping", err=True)
+
+
+COMMANDS = (demo, serve)
