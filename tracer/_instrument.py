@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
 from tracer import attributes as attrs
-from tracer._stage import mark_first_token
+from tracer._stage import mark_first_token, record_error
 
 __all__ = ["SENSITIVE_HEADERS", "instrument_fastapi", "instrument_httpx"]
 
@@ -108,9 +108,11 @@ class _DeferredEndTracer:
         try:
             yield span
         except BaseException as exc:
-            if record_exception and isinstance(exc, Exception):
+            if record_exception and set_status:
+                record_error(span, exc)
+            elif record_exception and isinstance(exc, Exception):
                 span.record_exception(exc)
-            if set_status and isinstance(exc, Exception):
+            elif set_status and isinstance(exc, Exception):
                 span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
             holder["claimed"] = False
             raise
@@ -162,7 +164,7 @@ class _TracedStream(httpx.SyncByteStream):
                     self._chunks += 1
                 yield chunk
         except Exception as exc:
-            _fail(self._holder["span"], exc)
+            record_error(self._holder["span"], exc)
             self._end()
             raise
 
@@ -196,7 +198,7 @@ class _TracedAsyncStream(httpx.AsyncByteStream):
                     self._chunks += 1
                 yield chunk
         except Exception as exc:
-            _fail(self._holder["span"], exc)
+            record_error(self._holder["span"], exc)
             self._end()
             raise
 
@@ -212,14 +214,6 @@ class _TracedAsyncStream(httpx.AsyncByteStream):
             await self._inner.aclose()
         finally:
             self._end()
-
-
-def _fail(span: Span, exc: BaseException) -> None:
-    try:
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-    except Exception:
-        _logger.debug("could not record a stream failure", exc_info=True)
 
 
 def _wrap_response(response: Any) -> Any:

@@ -59,7 +59,9 @@ def _current_tracer() -> Tracer | None:
     return tracer
 
 
-def _record_error(span: Span, exc: BaseException) -> None:
+def record_error(span: Span, exc: BaseException) -> None:
+    """Record ``exc`` on ``span``: an exception event and ERROR status for a failure, the
+    ``hoptrace.cancelled`` attribute for a cancellation; never raises."""
     try:
         if isinstance(exc, Exception):
             span.record_exception(exc)
@@ -143,7 +145,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 try:
                     return await func(*args, **kwargs)
                 except BaseException as exc:
-                    _record_error(span, exc)
+                    record_error(span, exc)
                     raise
                 finally:
                     otel_context.detach(token)
@@ -161,7 +163,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             try:
                 return func(*args, **kwargs)
             except BaseException as exc:
-                _record_error(span, exc)
+                record_error(span, exc)
                 raise
             finally:
                 otel_context.detach(token)
@@ -216,7 +218,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                _record_error(span, exc)
+                record_error(span, exc)
                 raise
             finally:
                 span.set_attribute(attrs.CHUNKS, chunks)
@@ -275,7 +277,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                _record_error(span, exc)
+                record_error(span, exc)
                 raise
             finally:
                 span.set_attribute(attrs.CHUNKS, chunks)
@@ -310,7 +312,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
         if token is None:
             return
         if exc is not None:
-            _record_error(span, exc)
+            record_error(span, exc)
         otel_context.detach(token)  # type: ignore[arg-type]
         span.end()
 

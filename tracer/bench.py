@@ -365,10 +365,10 @@ def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[s
     usable trace.
     """
     from tracer._errors import NoUsableDataError
-    from tracer.analysis import TraceSet, analyze
+    from tracer.analysis import analyze
 
     def means(ids: set[str]) -> dict[str, float] | None:
-        subset = TraceSet({t: s for t, s in traces.traces.items() if t in ids})
+        subset = traces.subset(ids)
         if not subset.traces:
             return None
         try:
