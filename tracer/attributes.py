@@ -11,6 +11,8 @@ __all__ = [
     "CANCELLED",
     "CANONICAL_STAGES",
     "CHUNKS",
+    "CONTENT_KEYS",
+    "CONTENT_PREFIXES",
     "DERIVED_NETWORK",
     "DERIVED_OTHER",
     "FALLBACK_REASON",
@@ -33,6 +35,7 @@ __all__ = [
     "SERVICE_NAME",
     "STAGE",
     "STREAM_CLOSED_EARLY",
+    "is_content_key",
 ]
 
 #: The stage a span belongs to (string).
@@ -82,3 +85,26 @@ CANONICAL_STAGES = ("client", "gateway", "auth", "context", "inference", "postpr
 DERIVED_NETWORK = "network"
 #: Derived stage for spans that carry no stage and inherit none.
 DERIVED_OTHER = "other"
+
+#: Prompt and completion content that GenAI instrumentations record (OpenTelemetry GenAI,
+#: OpenLLMetry, OpenInference). Latency analysis never needs it: the collector drops
+#: these keys at ingest unless told to keep them, and no report prints them.
+CONTENT_KEYS = (
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.system_instructions",
+    "input.value",
+    "output.value",
+)
+#: Key prefixes of the same content, one attribute per message part.
+CONTENT_PREFIXES = (
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+    "llm.input_messages.",
+    "llm.output_messages.",
+)
+
+
+def is_content_key(key: str) -> bool:
+    """True for an attribute that holds prompt or completion text."""
+    return key in CONTENT_KEYS or key.startswith(CONTENT_PREFIXES)
