@@ -1,6 +1,7 @@
 """hoptrace's embedded collector: an OTLP/HTTP receiver and a durable span store.
 
-``hoptrace collect`` runs it; :class:`BackgroundCollector` runs it inside a process;
+``hoptrace collect`` runs it; :class:`BackgroundCollector` runs it inside a process.
+Prompt and completion attributes are dropped at ingest unless ``keep_content`` is set.
 ``otelcol-config.yaml`` beside this file is the OpenTelemetry Collector configuration
 used by docker-compose.
 """

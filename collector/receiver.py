@@ -7,6 +7,11 @@ cannot be stored (no ids, reversed times) are reported with OTLP partial success
 a malformed body, a wrong content type or encoding, or a body over the limit gets a
 4xx with the reason, nothing of it is stored, and the receiver keeps serving.
 
+Prompt and completion content (the attributes :func:`tracer.attributes.is_content_key`
+names, which GenAI instrumentations record by default) is dropped before a span is
+stored, unless the receiver is made with ``keep_content=True``; /healthz counts the
+attributes dropped.
+
 Batches from concurrent requests are written by one writer thread in group commits,
 so many exporters can send at once.
 """
@@ -30,6 +35,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from collector.store import SpanStore
+from tracer.attributes import is_content_key
 from tracer.spans.model import Span, Warnings
 from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
 
@@ -50,6 +56,40 @@ class _BadRequest(Exception):
         super().__init__(reason)
         self.status = status
         self.reason = reason
+
+
+class _ContentFilter:
+    """Drops prompt and completion attributes from spans, in place.
+
+    Keys found not to be content are remembered (up to ``max_known`` of them), so a
+    span whose keys were all seen before costs one set comparison in C, however many
+    attributes it has. Used from the event loop's thread only.
+    """
+
+    def __init__(self, max_known: int = 10_000):
+        self._clean: set[str] = set()
+        self._max_known = max_known
+
+    def drop(self, spans: list[Span]) -> int:
+        """Remove the content attributes of ``spans``; returns how many were removed."""
+        clean = self._clean
+        dropped = 0
+        for s in spans:
+            attributes = s.attributes
+            if not attributes or attributes.keys() <= clean:
+                continue
+            content = []
+            for key in attributes:
+                if key in clean:
+                    continue
+                if is_content_key(key):
+                    content.append(key)
+                elif len(clean) < self._max_known:
+                    clean.add(key)
+            for key in content:
+                del attributes[key]
+            dropped += len(content)
+        return dropped
 
 
 class _Writer:
@@ -106,6 +146,8 @@ class OtlpReceiver:
         store: where spans go.
         max_body_bytes: the largest body accepted, before and after gzip (413 past it).
         token: when set, requests must carry ``Authorization: Bearer <token>`` (401).
+        keep_content: store prompt and completion attributes too (by default they are
+            dropped before the span is stored; see :func:`tracer.attributes.is_content_key`).
 
     Raises:
         ValueError: ``max_body_bytes`` is not positive.
@@ -117,16 +159,20 @@ class OtlpReceiver:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         token: str | None = None,
+        keep_content: bool = False,
     ):
         if max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
         self.store = store
         self.max_body_bytes = max_body_bytes
         self._token = token.encode() if token else None
+        self.keep_content = keep_content
+        self._content = None if keep_content else _ContentFilter()
         self._writer = _Writer(store)
         self.spans_stored = 0
         self.spans_rejected = 0
         self.requests_rejected = 0
+        self.content_attributes_dropped = 0
 
     def close(self) -> None:
         """Stop the writer after the queued batches are committed."""
@@ -155,6 +201,8 @@ class OtlpReceiver:
                         "spans_stored": self.spans_stored,
                         "spans_rejected": self.spans_rejected,
                         "requests_rejected": self.requests_rejected,
+                        "keep_content": self.keep_content,
+                        "content_attributes_dropped": self.content_attributes_dropped,
                     }
                 )
                 await _respond(send, 200, "application/json", body)
@@ -201,6 +249,8 @@ class OtlpReceiver:
         warnings = Warnings()
         spans, total = self._decode(body, is_json, warnings)
         rejected = total - len(spans)
+        # The one place content leaves a span on its way to the store, for every format.
+        dropped = self._content.drop(spans) if self._content is not None else 0
         if spans:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[int | BaseException] = loop.create_future()
@@ -219,6 +269,7 @@ class OtlpReceiver:
                 )
                 return
             self.spans_stored += len(spans)
+            self.content_attributes_dropped += dropped
         self.spans_rejected += rejected
         message = "; ".join(warnings.messages) if rejected else ""
         if is_json:

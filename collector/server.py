@@ -46,10 +46,15 @@ def serve(
     port: int = 4318,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
+    keep_content: bool = False,
 ) -> None:
-    """Receive OTLP/HTTP on ``host:port`` into the store until interrupted."""
+    """Receive OTLP/HTTP on ``host:port`` into the store until interrupted.
+
+    Prompt and completion attributes are dropped before spans are stored unless
+    ``keep_content`` is true (see :class:`OtlpReceiver`).
+    """
     store = SpanStore(store_path, create=True)
-    app = OtlpReceiver(store, max_body_bytes=max_body_bytes, token=token)
+    app = OtlpReceiver(store, max_body_bytes=max_body_bytes, token=token, keep_content=keep_content)
     server = uvicorn.Server(_config(app, host, port))
     try:
         server.run()
@@ -70,6 +75,9 @@ class BackgroundCollector:
 
         with BackgroundCollector(store_path) as collector:
             tracer.setup(endpoint=collector.endpoint)
+
+    ``keep_content=True`` stores prompt and completion attributes too; by default they
+    are dropped (see :class:`OtlpReceiver`).
     """
 
     def __init__(
@@ -80,11 +88,14 @@ class BackgroundCollector:
         port: int = 0,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         token: str | None = None,
+        keep_content: bool = False,
     ):
         self.host = host
         self.port = port or free_port(host)
         self.store = SpanStore(store_path, create=True)
-        self.app = OtlpReceiver(self.store, max_body_bytes=max_body_bytes, token=token)
+        self.app = OtlpReceiver(
+            self.store, max_body_bytes=max_body_bytes, token=token, keep_content=keep_content
+        )
         self._server = uvicorn.Server(_config(self.app, host, self.port))
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve()), name="hoptrace-collector", daemon=True

@@ -1,4 +1,4 @@
-"""Instrumentation helpers for FastAPI servers and httpx clients.
+"""Instrumentation helpers for FastAPI servers and httpx (or httpx2) clients.
 
 ``instrument_fastapi(app, stage=...)`` wraps opentelemetry-instrumentation-fastapi with
 streaming-friendly defaults (no per-chunk ``http send``/``http receive`` spans) and puts
@@ -8,18 +8,22 @@ streaming-friendly defaults (no per-chunk ``http send``/``http receive`` spans) 
 span propagates trace context to the next service, and hoptrace extends it so that it
 covers the whole exchange, a streamed body included (the span ends when the body is
 consumed or closed) and carries the first-token mark when the first body chunk
-arrives. Neither helper records Authorization headers, API keys, prompts or
-completions.
+arrives. It takes ``httpx`` clients and ``httpx2`` ones (the openai SDK 3.x default,
+e.g. ``openai.DefaultHttpxClient()``) alike. Neither helper records Authorization
+headers, API keys, prompts or completions.
 """
 
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
+import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from opentelemetry import context as otel_context
@@ -28,6 +32,9 @@ from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
 from tracer import attributes as attrs
 from tracer._stage import mark_first_token, record_error
+
+if TYPE_CHECKING:
+    import httpx2  # optional: imported only for type checking
 
 __all__ = ["SENSITIVE_HEADERS", "instrument_fastapi", "instrument_httpx"]
 
@@ -48,7 +55,7 @@ _EXT_KEY = "hoptrace.client_span"
 _pending: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "hoptrace_pending_client_span", default=None
 )
-C = TypeVar("C", httpx.Client, httpx.AsyncClient)
+C = TypeVar("C", httpx.Client, httpx.AsyncClient, "httpx2.Client", "httpx2.AsyncClient")
 
 
 def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any:
@@ -148,7 +155,7 @@ async def _async_response_hook(span: Span, request: Any, response: Any) -> None:
     _claim(response.extensions)
 
 
-class _TracedStream(httpx.SyncByteStream):
+class _TracedStream:
     def __init__(self, inner: Any, holder: dict[str, Any]):
         self._inner = inner
         self._holder = holder
@@ -182,7 +189,7 @@ class _TracedStream(httpx.SyncByteStream):
             self._end()
 
 
-class _TracedAsyncStream(httpx.AsyncByteStream):
+class _TracedAsyncStream:
     def __init__(self, inner: Any, holder: dict[str, Any]):
         self._inner = inner
         self._holder = holder
@@ -216,46 +223,76 @@ class _TracedAsyncStream(httpx.AsyncByteStream):
             self._end()
 
 
-def _wrap_response(response: Any) -> Any:
-    if not isinstance(response, httpx.Response):
+@functools.cache
+def _stream_types(module: ModuleType) -> tuple[type, type]:
+    """The traced streams as ``module``'s byte streams: httpx and httpx2 check the type."""
+    return (
+        type("_TracedStream", (_TracedStream, module.SyncByteStream), {}),
+        type("_TracedAsyncStream", (_TracedAsyncStream, module.AsyncByteStream), {}),
+    )
+
+
+def _wrap_response(response: Any, module: ModuleType) -> Any:
+    if not isinstance(response, module.Response):
         return response
     holder = response.extensions.pop(_EXT_KEY, None)
     if holder is None:
         return response
-    if isinstance(response.stream, httpx.AsyncByteStream):
-        response.stream = _TracedAsyncStream(response.stream, holder)
+    traced, traced_async = _stream_types(module)
+    if isinstance(response.stream, module.AsyncByteStream):
+        response.stream = traced_async(response.stream, holder)
     else:
-        response.stream = _TracedStream(response.stream, holder)
+        response.stream = traced(response.stream, holder)
     return response
 
 
+def _library(client: Any) -> ModuleType | None:
+    """``httpx`` or ``httpx2``, whichever ``client`` is a client of; None for neither."""
+    # An httpx2 client exists only once httpx2 is imported: no import here.
+    for module in (httpx, sys.modules.get("httpx2")):
+        if module is not None and isinstance(client, (module.Client, module.AsyncClient)):
+            return module
+    return None
+
+
 def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -> C:
-    """Instrument a sync or async httpx client in place and return it.
+    """Instrument a sync or async httpx or httpx2 client in place and return it.
 
     Its CLIENT spans propagate W3C trace context, cover the whole exchange (a streamed
     body included) and carry the first-token mark of the first body chunk. The client
     can be handed to other libraries, e.g. ``openai.OpenAI(http_client=client)``.
 
     Args:
-        client: an ``httpx.Client`` or ``httpx.AsyncClient``.
+        client: an ``httpx.Client``, ``httpx.AsyncClient``, ``httpx2.Client`` or
+            ``httpx2.AsyncClient``, subclasses included (``openai.DefaultHttpxClient``).
         tracer_provider: the provider to use; the global one when omitted.
 
     Returns:
         The same client.
 
     Raises:
-        TypeError: ``client`` is not an httpx client.
+        TypeError: ``client`` is not an httpx or httpx2 client.
+        ImportError: an httpx2 client, with opentelemetry-instrumentation-httpx older
+            than 0.65b0.
     """
-    if not isinstance(client, (httpx.Client, httpx.AsyncClient)):
-        raise TypeError(f"client must be an httpx.Client or httpx.AsyncClient, got {client!r}")
+    module = _library(client)
+    if module is None:
+        raise TypeError(
+            "client must be an httpx.Client, httpx.AsyncClient, httpx2.Client or "
+            f"httpx2.AsyncClient, got {client!r}"
+        )
     if getattr(client, "_is_instrumented_by_opentelemetry", False):
         return client
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.instrumentation import httpx as otel_httpx
     from wrapt import wrap_function_wrapper
 
-    is_async = isinstance(client, httpx.AsyncClient)
-    HTTPXClientInstrumentor.instrument_client(
-        client,
+    name = "HTTPXClientInstrumentor" if module is httpx else "HTTPX2ClientInstrumentor"
+    instrumentor = getattr(otel_httpx, name, None)
+    if instrumentor is None:  # HTTPX2ClientInstrumentor came in 0.65b0
+        raise ImportError("httpx2 clients need opentelemetry-instrumentation-httpx>=0.65b0")
+    is_async = isinstance(client, module.AsyncClient)
+    instrumentor.instrument_client(
+        client,  # type: ignore[arg-type]  # typed for httpx, works for httpx2 too
         tracer_provider=_DeferredEndProvider(tracer_provider),  # type: ignore[arg-type]
         response_hook=_async_response_hook if is_async else _response_hook,
     )
@@ -266,13 +303,13 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
         if is_async:
 
             async def async_outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(await wrapped(*args, **kwargs))
+                return _wrap_response(await wrapped(*args, **kwargs), module)
 
             wrap_function_wrapper(transport, "handle_async_request", async_outer)
         else:
 
             def outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(wrapped(*args, **kwargs))
+                return _wrap_response(wrapped(*args, **kwargs), module)
 
             wrap_function_wrapper(transport, "handle_request", outer)
     return client

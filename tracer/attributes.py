@@ -11,17 +11,26 @@ __all__ = [
     "CANCELLED",
     "CANONICAL_STAGES",
     "CHUNKS",
+    "CHUNK_EVENT",
     "CONTENT_KEYS",
     "CONTENT_PREFIXES",
     "DERIVED_NETWORK",
     "DERIVED_OTHER",
+    "EVENT_TIME_PREFIX",
     "FALLBACK_REASON",
     "FALLBACK_TIER",
     "FIRST_TOKEN_EVENT",
+    "GEN_AI_COMPLETION_TOKENS",
     "GEN_AI_INPUT_TOKENS",
+    "GEN_AI_LATENCY_DECODE",
+    "GEN_AI_LATENCY_INFERENCE",
+    "GEN_AI_LATENCY_PREFILL",
+    "GEN_AI_LATENCY_QUEUE",
+    "GEN_AI_LATENCY_TTFT",
     "GEN_AI_MAX_TOKENS",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_TOKENS",
+    "GEN_AI_PROMPT_TOKENS",
     "GEN_AI_PROVIDER_NAME",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_REQUEST_STREAM",
@@ -30,11 +39,28 @@ __all__ = [
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TIME_TO_FIRST_CHUNK",
     "HTTP_RESPONSE_STATUS_CODE",
+    "INFERENCE",
+    "INFERENCE_DECODE",
+    "INFERENCE_PREFILL",
+    "INFERENCE_QUEUE",
     "JAEGER_SPAN_KIND",
+    "LEGACY_CHUNK_EVENT",
+    "LLM_REQUEST_TYPE",
+    "OPENINFERENCE_COMPLETION_TOKENS",
+    "OPENINFERENCE_FIRST_TOKEN_EVENT",
+    "OPENINFERENCE_MODEL_NAME",
+    "OPENINFERENCE_PROMPT_TOKENS",
+    "OPENINFERENCE_SPAN_KIND",
     "RUN",
     "SERVICE_NAME",
     "STAGE",
     "STREAM_CLOSED_EARLY",
+    "TGI_INFERENCE_TIME",
+    "TGI_QUEUE_TIME",
+    "TGI_VALIDATION_TIME",
+    "TRITON_COMPUTE_END",
+    "TRITON_COMPUTE_START",
+    "TRITON_QUEUE_START",
     "is_content_key",
 ]
 
@@ -79,12 +105,51 @@ GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 #: Seconds from the span's start to its first chunk.
 GEN_AI_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 
+# What other instrumentation and serving engines write (docs/conventions.md has the
+# sources). Older OpenLLMetry and vLLM name the token counts prompt/completion.
+GEN_AI_PROMPT_TOKENS = "gen_ai.usage.prompt_tokens"
+GEN_AI_COMPLETION_TOKENS = "gen_ai.usage.completion_tokens"
+OPENINFERENCE_PROMPT_TOKENS = "llm.token_count.prompt"
+OPENINFERENCE_COMPLETION_TOKENS = "llm.token_count.completion"
+OPENINFERENCE_MODEL_NAME = "llm.model_name"
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+#: Older OpenLLMetry's operation key (``chat``, ``completion``).
+LLM_REQUEST_TYPE = "llm.request.type"
+#: OpenLLMetry writes one event per streamed chunk (new and old name).
+CHUNK_EVENT = "gen_ai.content.completion.chunk"
+LEGACY_CHUNK_EVENT = "llm.content.completion.chunk"
+#: OpenInference's event at the first streamed chunk.
+OPENINFERENCE_FIRST_TOKEN_EVENT = "First Token Stream Event"
+# vLLM's (and SGLang's) engine request span, seconds (doubles).
+GEN_AI_LATENCY_TTFT = "gen_ai.latency.time_to_first_token"
+GEN_AI_LATENCY_QUEUE = "gen_ai.latency.time_in_queue"
+GEN_AI_LATENCY_PREFILL = "gen_ai.latency.time_in_model_prefill"
+GEN_AI_LATENCY_DECODE = "gen_ai.latency.time_in_model_decode"
+GEN_AI_LATENCY_INFERENCE = "gen_ai.latency.time_in_model_inference"
+GEN_AI_LATENCY_E2E = "gen_ai.latency.e2e"
+# TGI's request span fields (Rust Duration Debug strings such as "12.3ms").
+TGI_VALIDATION_TIME = "validation_time"
+TGI_QUEUE_TIME = "queue_time"
+TGI_INFERENCE_TIME = "inference_time"
+# Triton's activity events (on the model span and its compute span).
+TRITON_QUEUE_START = "QUEUE_START"
+TRITON_COMPUTE_START = "COMPUTE_START"
+TRITON_COMPUTE_END = "COMPUTE_END"
+#: Decoders keep the time of a phase event (Triton's) as an attribute: this prefix and
+#: the event name, Unix nanoseconds.
+EVENT_TIME_PREFIX = "hoptrace.event_ns."
+
 #: Canonical stage names in request order.
 CANONICAL_STAGES = ("client", "gateway", "auth", "context", "inference", "postprocess", "return")
 #: Derived stage for time in a CLIENT span not covered by its remote child.
 DERIVED_NETWORK = "network"
 #: Derived stage for spans that carry no stage and inherit none.
 DERIVED_OTHER = "other"
+#: The engine's sub-stages (a name with a dot is a sub-stage of the part before it).
+INFERENCE = "inference"
+INFERENCE_QUEUE = "inference.queue"
+INFERENCE_PREFILL = "inference.prefill"
+INFERENCE_DECODE = "inference.decode"
 
 #: Prompt and completion content that GenAI instrumentations record (OpenTelemetry GenAI,
 #: OpenLLMetry, OpenInference). Latency analysis never needs it: the collector drops

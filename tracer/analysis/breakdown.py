@@ -84,12 +84,11 @@ def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
     # Usage is counted on the innermost spans that carry it, so that an app span and the
     # model server span recording the same call are not counted twice.
     n = len(trace.spans)
-    tin_key, tout_key = attrs.GEN_AI_INPUT_TOKENS, attrs.GEN_AI_OUTPUT_TOKENS
     carries = [False] * n
     found = False
     for i, s in enumerate(trace.spans):
         a = s.attributes
-        if a and (tin_key in a or tout_key in a):
+        if a and any(k in a for k in _USAGE_KEYS):
             carries[i] = found = True
     if not found:
         return None, None, None
@@ -103,10 +102,37 @@ def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
     for i in trace.order:
         if carries[i] and not below[i]:
             a = trace.spans[i].attributes
-            tin += _as_int(a.get(attrs.GEN_AI_INPUT_TOKENS))
-            tout += _as_int(a.get(attrs.GEN_AI_OUTPUT_TOKENS))
-            model = model or a.get(attrs.GEN_AI_REQUEST_MODEL) or a.get(attrs.GEN_AI_RESPONSE_MODEL)
+            tin += _first_int(a, _INPUT_KEYS)
+            tout += _first_int(a, _OUTPUT_KEYS)
+            model = model or next((a[k] for k in _MODEL_KEYS if a.get(k)), None)
     return tin, tout, str(model) if model else None
+
+
+# Token usage under the three naming schemes: GenAI conventions, older OpenLLMetry and
+# vLLM/SGLang (prompt/completion), OpenInference.
+_INPUT_KEYS = (
+    attrs.GEN_AI_INPUT_TOKENS,
+    attrs.GEN_AI_PROMPT_TOKENS,
+    attrs.OPENINFERENCE_PROMPT_TOKENS,
+)
+_OUTPUT_KEYS = (
+    attrs.GEN_AI_OUTPUT_TOKENS,
+    attrs.GEN_AI_COMPLETION_TOKENS,
+    attrs.OPENINFERENCE_COMPLETION_TOKENS,
+)
+_USAGE_KEYS = _INPUT_KEYS + _OUTPUT_KEYS
+_MODEL_KEYS = (
+    attrs.GEN_AI_REQUEST_MODEL,
+    attrs.GEN_AI_RESPONSE_MODEL,
+    attrs.OPENINFERENCE_MODEL_NAME,
+)
+
+
+def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:
+    for key in keys:
+        if key in a:
+            return _as_int(a[key])
+    return 0
 
 
 def _as_int(value: object) -> int:
@@ -159,5 +185,5 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
         input_tokens=tin,
         output_tokens=tout,
         model=model,
-        span_count=len(trace.spans),
+        span_count=len(trace.spans) - trace.synthetic,
     )

@@ -7,15 +7,27 @@ corrects clock skew, and resolves each span's stage and network hop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tracer.attributes import DERIVED_NETWORK, DERIVED_OTHER
-from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
+from tracer import attributes as attrs
+from tracer.analysis.engine import engine_intervals
+from tracer.analysis.stage_map import ENGINE_REQUEST, LLM_CALL, StageMapRules, conventions
+from tracer.spans.model import (
+    KIND_CLIENT,
+    KIND_CONSUMER,
+    KIND_INTERNAL,
+    KIND_PRODUCER,
+    Span,
+    Warnings,
+)
 
 __all__ = ["PreparedTrace", "StageMap", "prepare"]
 
-StageMap = Callable[[str, str], "str | None"]
+#: A user's stage map (``--stage-map``).
+StageMap = StageMapRules
+_NETWORK, _OTHER, _INFERENCE = attrs.DERIVED_NETWORK, attrs.DERIVED_OTHER, attrs.INFERENCE
+_SUB = _INFERENCE + "."
 
 
 @dataclass
@@ -24,7 +36,9 @@ class PreparedTrace:
 
     ``start``/``end`` are skew-corrected nanoseconds; ``children`` lists each span's
     children (orphans are children of the root); ``stage`` is the resolved stage;
-    ``hop`` is ``(from service, to service)`` for network spans, else None.
+    ``hop`` is ``(from service, to service)`` for network spans, else None. The last
+    ``synthetic`` spans are an engine request span's queue, prefill and decode
+    intervals (``docs/analysis.md``, sub-stages), children of that span.
     """
 
     trace_id: str
@@ -37,6 +51,7 @@ class PreparedTrace:
     stage: list[str]
     hop: list[tuple[str, str] | None]
     order: list[int]
+    synthetic: int = 0
 
     @property
     def e2e_ns(self) -> int:
@@ -100,8 +115,11 @@ def prepare(
     start = [s.start_ns for s in spans]
     end = [s.end_ns for s in spans]
     _fix_clocks(spans, order, children, start, end, issues)
-    stage, hop = _resolve_stages(spans, order, parent, children, root, stage_map)
-    return PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
+    stage, hop, engines = _resolve_stages(spans, order, parent, children, root, stage_map)
+    trace = PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
+    if engines:
+        _add_engine_phases(trace, engines)
+    return trace
 
 
 def _fix_clocks(
@@ -147,6 +165,16 @@ def _fix_clocks(
                 stack.extend(k for k in children[i] if spans[k].service == c_service)
 
 
+def _remote_below(spans: list[Span], order: list[int], parent: list[int]) -> list[bool]:
+    """For each span: does a descendant run in another service (is the callee traced)?"""
+    below = [False] * len(spans)
+    for i in reversed(order):
+        p = parent[i]
+        if p >= 0 and (below[i] or spans[i].service != spans[p].service):
+            below[p] = True
+    return below
+
+
 def _resolve_stages(
     spans: list[Span],
     order: list[int],
@@ -154,23 +182,36 @@ def _resolve_stages(
     children: list[list[int]],
     root: int,
     stage_map: StageMap | None,
-) -> tuple[list[str], list[tuple[str, str] | None]]:
+) -> tuple[list[str], list[tuple[str, str] | None], list[int]]:
+    """Stage and hop of every span (``docs/analysis.md``, stage resolution), and the
+    engine request spans whose stage is ``inference``."""
     n = len(spans)
-    stage = [DERIVED_OTHER] * n
+    known = conventions()
+    stage = [_OTHER] * n
     hop: list[tuple[str, str] | None] = [None] * n
     carried: list[str | None] = [None] * n
+    in_engine = [False] * n
+    engines: list[int] = []
+    remote_below: list[bool] | None = None
     for i in order:
         s = spans[i]
+        p = parent[i] if i != root else -1
+        inherited = carried[p] if p >= 0 else None
+        inside = in_engine[p] if p >= 0 else False
+        in_engine[i] = inside
         own = s.stage
         if own is None and stage_map is not None:
-            own = stage_map(s.service, s.name)
-        inherited = carried[parent[i]] if i != root else None
-        if own is not None:
-            stage[i] = own
-            carried[i] = own
+            mapped = stage_map.match(s, inside)
+            own = mapped.stage if mapped is not None else None
+        rule = known.match(s, inside) if own is None or own == _INFERENCE else None
+        if own is not None:  # rules 1 and 2
+            stage[i] = carried[i] = own
+            if own == _INFERENCE and rule is not None and rule.role == ENGINE_REQUEST:
+                engines.append(i)
+                in_engine[i] = True
             continue
         carried[i] = inherited
-        if s.kind == KIND_CLIENT:
+        if s.kind == KIND_CLIENT:  # rule 3: a call into another service is network
             best = -1
             for c in children[i]:
                 if spans[c].service != s.service and (
@@ -180,9 +221,63 @@ def _resolve_stages(
                 ):
                     best = c
             if best >= 0:
-                stage[i] = DERIVED_NETWORK
+                stage[i] = _NETWORK
                 hop[i] = (s.service, spans[best].service)
                 continue
-        if inherited is not None:
+        if rule is not None:  # rule 4: a recognised convention
+            if rule.role == LLM_CALL:
+                if remote_below is None:
+                    remote_below = _remote_below(spans, order, parent)
+                got = (inherited or attrs.CANONICAL_STAGES[0]) if remote_below[i] else _INFERENCE
+            elif rule.role == ENGINE_REQUEST:
+                got = _INFERENCE
+                engines.append(i)
+                in_engine[i] = True
+            else:
+                got = rule.stage or _OTHER
+            stage[i] = carried[i] = got
+            continue
+        if inherited is not None:  # rule 5; else rule 6, other
             stage[i] = inherited
-    return stage, hop
+    return stage, hop, engines
+
+
+def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
+    """Add each engine span's queue/prefill/decode intervals as children, unless spans
+    below it already name the phases."""
+    spans, stage, parent = trace.spans, trace.stage, trace.parent
+    named_below = [False] * len(spans)
+    for i in reversed(trace.order):
+        p = parent[i]
+        if p >= 0 and (named_below[i] or stage[i].startswith(_SUB)):
+            named_below[p] = True
+    for e in engines:
+        if named_below[e]:
+            continue
+        s = spans[e]
+        compute = next((c for c in trace.children[e] if spans[c].name == "compute"), None)
+        compute_start = trace.start[compute] if compute is not None else None
+        for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
+            k = len(spans)
+            spans.append(
+                Span(
+                    s.trace_id,
+                    f"{s.span_id}:{sub}",
+                    s.span_id,
+                    s.service,
+                    sub,
+                    KIND_INTERNAL,
+                    lo,
+                    hi,
+                    sub,
+                )  # fmt: skip
+            )
+            parent.append(e)
+            trace.children.append([])
+            trace.children[e].append(k)
+            trace.start.append(lo)
+            trace.end.append(hi)
+            stage.append(sub)
+            trace.hop.append(None)
+            trace.order.append(k)
+            trace.synthetic += 1

@@ -1,7 +1,15 @@
-"""``--stage-map``: stages for traces that were not instrumented with ``hoptrace.stage``.
+"""Stage maps: stages for spans that carry no ``hoptrace.stage``.
 
-A TOML (or JSON) file of rules; the first rule that matches a span's service and
-operation (shell-style patterns, ``*`` by default) gives its stage::
+A TOML (or JSON) file of ``[[rule]]`` tables; the first rule that matches a span gives
+its stage. A rule matches on any of (all given ones must hold):
+
+- ``service``, ``operation``: shell-style patterns, or lists of them (``*`` by default);
+- ``kind``: ``client``, ``server``, ``internal``, ``producer`` or ``consumer``;
+- ``attribute``: a key the span must carry;
+- ``attributes``: a table of keys and the values they must have (compared as text);
+- ``inside = "engine_request"``: the span sits in a serving engine's request span.
+
+::
 
     [[rule]]
     service = "frontend"
@@ -9,41 +17,189 @@ operation (shell-style patterns, ``*`` by default) gives its stage::
     stage = "gateway"
 
     [[rule]]
-    service = "mysql"
+    attribute = "db.system"
     stage = "context"
 
-A span that already carries ``hoptrace.stage`` keeps it.
+A user's map (``--stage-map``) is asked before the network rule; the conventions that
+ship with hoptrace (``conventions.toml`` beside this module, see
+``docs/conventions.md``) use the same format and are asked after it. They may give a
+``role`` instead of a stage: ``llm_call`` (an LLM SDK call: ``client`` time, or
+``inference`` when the called service is not traced) or ``engine_request`` (a serving
+engine's span for one request, ``inference`` split into queue, prefill and decode).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from tracer._errors import ConfigError
+from tracer.spans.model import Span, kind_from_name
 
-__all__ = ["StageMapRules", "load_stage_map"]
+__all__ = [
+    "ENGINE_REQUEST",
+    "LLM_CALL",
+    "Rule",
+    "StageMapRules",
+    "conventions",
+    "load_stage_map",
+    "parse_stage_map",
+]
+
+LLM_CALL = "llm_call"
+ENGINE_REQUEST = "engine_request"
+_ROLES = (LLM_CALL, ENGINE_REQUEST)
+_KEYS = {"service", "operation", "kind", "attribute", "attributes", "inside", "stage", "role"}
+_DOC_KEYS = {"source", "note"}  # documentation only
+
+
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], bool] | None:
+    """A fast test for shell-style patterns; None when they match everything."""
+    if "*" in patterns:
+        return None
+    exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+    wild = [p for p in patterns if p not in exact]
+    if not wild:
+        return exact.__contains__
+    regex = re.compile("|".join(fnmatch.translate(p) for p in wild))
+    return lambda text: text in exact or regex.match(text) is not None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``[[rule]]``: what it matches and the stage (or role) it gives."""
+
+    stage: str | None = None
+    role: str | None = None
+    service: tuple[str, ...] = ("*",)
+    operation: tuple[str, ...] = ("*",)
+    kind: int | None = None
+    attribute: str | None = None
+    attributes: tuple[tuple[str, str], ...] = ()
+    inside_engine: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_service", _matcher(self.service))
+        object.__setattr__(self, "_operation", _matcher(self.operation))
+
+    def matches(self, span: Span, in_engine: bool = False) -> bool:
+        """True when ``span`` (inside an engine request span or not) meets every key."""
+        a = span.attributes
+        if self.attribute is not None and self.attribute not in a:
+            return False
+        for key, value in self.attributes:
+            if key not in a or str(a[key]) != value:
+                return False
+        if self.inside_engine and not in_engine:
+            return False
+        if self.kind is not None and span.kind != self.kind:
+            return False
+        op: Any = self._operation  # type: ignore[attr-defined]
+        if op is not None and not op(span.name):
+            return False
+        svc: Any = self._service  # type: ignore[attr-defined]
+        return svc is None or svc(span.service)
 
 
 @dataclass(frozen=True)
 class StageMapRules:
-    """Ordered (service pattern, operation pattern, stage) rules; call it to map a span."""
+    """Ordered rules; :meth:`match` gives the first that matches a span."""
 
-    rules: tuple[tuple[str, str, str], ...]
+    rules: tuple[Rule, ...]
+
+    def match(self, span: Span, in_engine: bool = False) -> Rule | None:
+        """The first rule matching ``span``, or None."""
+        for rule in self.rules:
+            if rule.matches(span, in_engine):
+                return rule
+        return None
 
     def __call__(self, service: str, operation: str) -> str | None:
-        for svc, op, stage in self.rules:
-            if fnmatch.fnmatchcase(service, svc) and fnmatch.fnmatchcase(operation, op):
-                return stage
-        return None
+        """The stage of a span known only by service and operation name (no attributes)."""
+        probe = Span("", "", None, service, operation, 0, 0, 0)
+        rule = self.match(probe)
+        return rule.stage if rule is not None else None
+
+
+def _patterns(where: str, key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ConfigError(f"{where}: {key} must be a pattern or a list of patterns, got {value!r}")
+
+
+def _rule(where: str, raw: Any, roles: bool) -> Rule:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} is not a table")
+    unknown = set(raw) - _KEYS - _DOC_KEYS
+    if unknown or (not roles and "role" in raw):
+        bad = sorted(unknown | ({"role"} if not roles and "role" in raw else set()))
+        raise ConfigError(
+            f"{where} has unknown keys {bad}; use service, operation, kind, attribute, "
+            "attributes, inside and stage"
+        )
+    stage, role = raw.get("stage"), raw.get("role")
+    if role is not None and role not in _ROLES:
+        raise ConfigError(f"{where}: role must be one of {', '.join(_ROLES)}, got {role!r}")
+    if (stage is None) == (role is None) or (stage is not None and not isinstance(stage, str)):
+        raise ConfigError(f'{where} needs a stage = "..."' + (" or a role" if roles else ""))
+    kind = None
+    if "kind" in raw:
+        kind = kind_from_name(str(raw["kind"]))
+        if kind == 0:
+            raise ConfigError(
+                f"{where}: kind must be client, server, internal, producer or consumer"
+            )
+    attributes = raw.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise ConfigError(f"{where}: attributes must be a table of key = value")
+    inside = raw.get("inside")
+    if inside not in (None, ENGINE_REQUEST):
+        raise ConfigError(f'{where}: inside can only be "{ENGINE_REQUEST}", got {inside!r}')
+    attribute = raw.get("attribute")
+    if attribute is not None and not isinstance(attribute, str):
+        raise ConfigError(f"{where}: attribute must be a key, got {attribute!r}")
+    return Rule(
+        stage=stage,
+        role=role,
+        service=_patterns(where, "service", raw.get("service", "*")),
+        operation=_patterns(where, "operation", raw.get("operation", "*")),
+        kind=kind,
+        attribute=attribute,
+        attributes=tuple((str(k), str(v)) for k, v in attributes.items()),
+        inside_engine=inside == ENGINE_REQUEST,
+    )
+
+
+def parse_stage_map(doc: Any, origin: str, roles: bool = False) -> StageMapRules:
+    """Rules from a parsed document (``{"rule": [...]}``).
+
+    Raises:
+        ConfigError: no rules, or a malformed rule (named by its number).
+    """
+    raw_rules = doc.get("rule") if isinstance(doc, dict) else None
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise ConfigError(f"stage map {origin!r} has no [[rule]] entries")
+    return StageMapRules(
+        tuple(
+            _rule(f"stage map rule {n} in {origin!r}", raw, roles)
+            for n, raw in enumerate(raw_rules, 1)
+        )
+    )
 
 
 def load_stage_map(path: str | Path) -> StageMapRules:
-    """Read a stage map file.
+    """Read a stage map file (TOML, or JSON by its suffix).
 
     Raises:
         ConfigError: the file is missing, not TOML/JSON, or a rule is malformed.
@@ -57,20 +213,11 @@ def load_stage_map(path: str | Path) -> StageMapRules:
         doc = orjson.loads(data) if p.suffix.lower() == ".json" else tomllib.loads(data.decode())
     except (orjson.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"stage map {str(p)!r} is not valid TOML or JSON: {exc}") from exc
-    raw_rules = doc.get("rule") if isinstance(doc, dict) else None
-    if not isinstance(raw_rules, list) or not raw_rules:
-        raise ConfigError(f"stage map {str(p)!r} has no [[rule]] entries")
-    rules = []
-    for n, rule in enumerate(raw_rules, 1):
-        if not isinstance(rule, dict) or not isinstance(rule.get("stage"), str):
-            raise ConfigError(f'stage map rule {n} in {str(p)!r} needs a stage = "..."')
-        unknown = set(rule) - {"service", "operation", "stage"}
-        if unknown:
-            raise ConfigError(
-                f"stage map rule {n} has unknown keys {sorted(unknown)}; "
-                "use service, operation and stage"
-            )
-        rules.append(
-            (str(rule.get("service", "*")), str(rule.get("operation", "*")), rule["stage"])
-        )
-    return StageMapRules(tuple(rules))
+    return parse_stage_map(doc, str(p))
+
+
+@cache
+def conventions() -> StageMapRules:
+    """The conventions hoptrace ships (``conventions.toml``), parsed once."""
+    text = resources.files("tracer.analysis").joinpath("conventions.toml").read_text("utf-8")
+    return parse_stage_map(tomllib.loads(text), "conventions.toml", roles=True)

@@ -33,8 +33,21 @@ __all__ = ["COMMANDS"]
     envvar="HOPTRACE_COLLECTOR_TOKEN",
     help="Require 'Authorization: Bearer TOKEN' [env: HOPTRACE_COLLECTOR_TOKEN].",
 )
+@click.option(
+    "--keep-content",
+    is_flag=True,
+    default=False,
+    envvar="HOPTRACE_KEEP_CONTENT",
+    help="Store the prompt and completion attributes GenAI instrumentations record "
+    "(dropped at ingest by default) [env: HOPTRACE_KEEP_CONTENT=true].",
+)
 def collect(
-    host: str, port: int, store: str | None, max_body_bytes: int, token: str | None
+    host: str,
+    port: int,
+    store: str | None,
+    max_body_bytes: int,
+    token: str | None,
+    keep_content: bool,
 ) -> None:
     """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store."""
     from collector import default_store_path, serve
@@ -42,13 +55,22 @@ def collect(
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port!r}")
     path = Path(store) if store else default_store_path()
+    content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
     click.echo(
         f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces -> {path}\n"
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
+        f"  prompt and completion attributes: {content}\n"
         "  Ctrl-C to stop",
         err=True,
     )
-    serve(path, host=host, port=port, max_body_bytes=max_body_bytes, token=token)
+    serve(
+        path,
+        host=host,
+        port=port,
+        max_body_bytes=max_body_bytes,
+        token=token,
+        keep_content=keep_content,
+    )
 
 
 COMMANDS = (collect,)

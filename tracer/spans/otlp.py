@@ -106,15 +106,52 @@ def _attr_dict(items: Any) -> dict[str, Any]:
     return out
 
 
+#: Events that mark the first token or chunk; the earliest wins.
+_MARK_EVENTS = frozenset(
+    {
+        attrs.FIRST_TOKEN_EVENT,
+        attrs.CHUNK_EVENT,
+        attrs.LEGACY_CHUNK_EVENT,
+        attrs.OPENINFERENCE_FIRST_TOKEN_EVENT,
+    }
+)
+#: Attributes in seconds from the span's start that mark the first token.
+_MARK_ATTRIBUTES = (attrs.GEN_AI_TIME_TO_FIRST_CHUNK, attrs.GEN_AI_LATENCY_TTFT)
+#: Events whose time is kept as an attribute (Triton's phases).
+_PHASE_EVENTS = frozenset(
+    {attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END}
+)
+_WANTED_EVENTS = _MARK_EVENTS | _PHASE_EVENTS
+
+
 def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
-    """The first-token mark from events [(name, time_ns)] or the GenAI attribute."""
+    """The span's first-token mark, the earliest of the recognised ones.
+
+    ``events`` is an iterable of (name, Unix ns). Recognised: the events
+    ``hoptrace.first_token``, ``gen_ai.content.completion.chunk`` and
+    ``llm.content.completion.chunk`` (OpenLLMetry, one per chunk) and ``First Token
+    Stream Event`` (OpenInference); the attributes
+    ``gen_ai.response.time_to_first_chunk`` and ``gen_ai.latency.time_to_first_token``
+    (seconds from the span's start). Phase events (Triton's ``QUEUE_START``,
+    ``COMPUTE_START``, ``COMPUTE_END``) are copied into ``attributes`` as
+    ``hoptrace.event_ns.<NAME>`` on the way.
+    """
+    best: int | None = None
     for name, time_ns in events:
-        if name == attrs.FIRST_TOKEN_EVENT and time_ns:
-            return int(time_ns)
-    ttfc = attributes.get(attrs.GEN_AI_TIME_TO_FIRST_CHUNK)
-    if isinstance(ttfc, (int, float)) and not isinstance(ttfc, bool) and ttfc >= 0:
-        return start_ns + int(round(ttfc * 1e9))
-    return None
+        if name in _MARK_EVENTS:
+            if time_ns and (best is None or time_ns < best):
+                best = int(time_ns)
+        elif name in _PHASE_EVENTS and time_ns:
+            key = attrs.EVENT_TIME_PREFIX + name
+            if key not in attributes:
+                attributes[key] = int(time_ns)
+    for key in _MARK_ATTRIBUTES:
+        seconds = attributes.get(key)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+            mark = start_ns + int(round(seconds * 1e9))
+            if best is None or mark < best:
+                best = mark
+    return best
 
 
 def spans_from_otlp_json(obj: Any, warnings: Warnings) -> Iterator[Span]:
@@ -195,14 +232,16 @@ def _stage_text(stage: Any) -> str | None:
 
 
 def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
+    """:func:`first_token_ns` over OTLP JSON events, reading only the recognised ones."""
+    wanted: list[tuple[str, int]] = []
     if events and type(events) is list:
-        for e in events:
-            if type(e) is dict and e.get("name") == attrs.FIRST_TOKEN_EVENT:
-                mark = int(e.get("timeUnixNano") or 0)
-                if mark:
-                    return mark
-    if attrs.GEN_AI_TIME_TO_FIRST_CHUNK in attributes:
-        return first_token_ns(start_ns, (), attributes)
+        wanted = [
+            (e["name"], _event_time(e))
+            for e in events
+            if type(e) is dict and type(e.get("name")) is str and e["name"] in _WANTED_EVENTS
+        ]
+    if wanted or _MARK_ATTRIBUTES[0] in attributes or _MARK_ATTRIBUTES[1] in attributes:
+        return first_token_ns(start_ns, wanted, attributes)
     return None
 
 
@@ -236,11 +275,6 @@ def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span 
         return None
     attributes = _attr_dict(raw.get("attributes"))
     events = raw.get("events")
-    event_list = (
-        [(e.get("name"), _event_time(e)) for e in events if isinstance(e, dict)]
-        if isinstance(events, list)
-        else []
-    )
     status = raw.get("status")
     code = status.get("code", 0) if isinstance(status, dict) else 0
     stage = attributes.get(attrs.STAGE)
@@ -255,7 +289,7 @@ def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span 
         end_ns=end_ns,
         stage=str(stage) if stage is not None else None,
         status=_status_code(code),
-        first_token_ns=first_token_ns(start_ns, event_list, attributes),
+        first_token_ns=_first_token(start_ns, events, attributes),
         attributes=attributes,
     )
 
@@ -313,7 +347,7 @@ def spans_from_otlp_proto(request: Any, warnings: Warnings) -> Iterator[Span]:
                     stage=str(stage) if stage is not None else None,
                     status=int(raw.status.code),
                     first_token_ns=first_token_ns(
-                        start_ns, [(e.name, e.time_unix_nano) for e in raw.events], attributes
+                        start_ns, ((e.name, e.time_unix_nano) for e in raw.events), attributes
                     ),
                     attributes=attributes,
                 )

@@ -1,0 +1,215 @@
+"""httpx2 clients (the openai SDK 3.x default) get the same CLIENT span as httpx ones,
+over real HTTP on a loopback port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx2
+import openai
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+from opentelemetry.trace import SpanKind
+
+import tracer
+from tests.conftest import REPO, free_port, wait_http
+from tracer import attributes as attrs
+from tracer.testing import capture_spans
+
+CHUNKS = 5
+GAP_S = 0.08
+WORDS = ["Hello", " from", " the", " fake", " model"]
+
+
+@dataclass
+class Server:
+    url: str
+    traceparents: list[str] = field(default_factory=list)
+
+
+def _chat_chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+    chunk = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+@pytest.fixture(scope="module")
+def server():
+    app = FastAPI()
+    seen: list[str] = []
+
+    @app.get("/stream")
+    async def stream(request: Request) -> StreamingResponse:
+        seen.append(request.headers.get("traceparent", ""))
+
+        async def body():
+            await asyncio.sleep(GAP_S)  # the headers go out first, the body trickles
+            for i in range(CHUNKS):
+                yield f"chunk {i}\n".encode()
+                await asyncio.sleep(GAP_S)
+
+        return StreamingResponse(body(), media_type="text/plain")
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> StreamingResponse:
+        seen.append(request.headers.get("traceparent", ""))
+        assert (await request.json())["stream"] is True
+
+        async def body():
+            yield _chat_chunk({"role": "assistant", "content": ""})
+            for word in WORDS:
+                await asyncio.sleep(GAP_S / 4)
+                yield _chat_chunk({"content": word})
+            yield _chat_chunk({}, finish_reason="stop")
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    wait_http(f"http://127.0.0.1:{port}/docs")
+    yield Server(f"http://127.0.0.1:{port}", seen)
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def _client_span(spans):
+    found = [s for s in spans.spans if s.kind == SpanKind.CLIENT]
+    assert len(found) == 1, [s.name for s in spans.spans]
+    return found[0]
+
+
+def _assert_propagated(server: Server, span) -> None:
+    ctx = span.get_span_context()
+    # Don't pin the flags byte: it depends on the id generator.
+    assert f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-" in [t[:53] for t in server.traceparents]
+
+
+def test_sync_client_span_ends_with_the_body_and_marks_the_first_chunk_httpx2(server):
+    client = tracer.instrument_httpx(httpx2.Client())
+    with capture_spans() as spans:
+        with client.stream("GET", server.url + "/stream") as resp:
+            assert resp.status_code == 200
+            headers_at = time.time_ns()
+            got = list(resp.iter_raw())
+            body_done_at = time.time_ns()
+    client.close()
+    assert b"".join(got).count(b"chunk") == CHUNKS
+    span = _client_span(spans)
+    # The span runs to the end of the body, not to the response headers.
+    assert span.end_time >= body_done_at - 5_000_000
+    assert span.end_time - headers_at >= CHUNKS * GAP_S * 0.8 * 1e9
+    marks = [e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]
+    assert len(marks) == 1
+    assert span.start_time < marks[0].timestamp < span.end_time
+    assert marks[0].timestamp - span.start_time < (span.end_time - span.start_time) / 2
+    assert span.attributes[attrs.CHUNKS] >= 1
+    _assert_propagated(server, span)
+
+
+def test_async_client_span_ends_with_the_body_and_marks_the_first_chunk_httpx2(server):
+    async def run() -> tuple[int, int]:
+        async with tracer.instrument_httpx(httpx2.AsyncClient()) as client:
+            async with client.stream("GET", server.url + "/stream") as resp:
+                headers_at = time.time_ns()
+                async for _ in resp.aiter_raw():
+                    pass
+                return headers_at, time.time_ns()
+
+    with capture_spans() as spans:
+        headers_at, done_at = asyncio.run(run())
+    span = _client_span(spans)
+    assert span.end_time >= done_at - 5_000_000
+    assert span.end_time - headers_at >= CHUNKS * GAP_S * 0.8 * 1e9
+    marks = [e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]
+    assert len(marks) == 1
+    assert span.start_time < marks[0].timestamp < span.end_time
+    _assert_propagated(server, span)
+
+
+def test_sync_span_ends_when_the_body_is_closed_early_httpx2(server):
+    client = tracer.instrument_httpx(httpx2.Client())
+    with capture_spans() as spans:
+        with client.stream("GET", server.url + "/stream") as resp:
+            next(resp.iter_raw())
+    client.close()
+    span = _client_span(spans)
+    assert span.end_time is not None
+    assert span.end_time - span.start_time < CHUNKS * GAP_S * 1e9
+    assert span.attributes[attrs.CHUNKS] == 1  # what was read before the close
+    assert len([e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]) == 1
+    _assert_propagated(server, span)
+
+
+def test_async_span_ends_when_the_body_is_closed_early_httpx2(server):
+    async def run() -> None:
+        async with tracer.instrument_httpx(httpx2.AsyncClient()) as client:
+            async with client.stream("GET", server.url + "/stream") as resp:
+                async for _ in resp.aiter_raw():
+                    break
+
+    with capture_spans() as spans:
+        asyncio.run(run())
+    span = _client_span(spans)
+    assert span.end_time is not None
+    assert span.end_time - span.start_time < CHUNKS * GAP_S * 1e9
+    assert span.attributes[attrs.CHUNKS] == 1
+    assert len([e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]) == 1
+    _assert_propagated(server, span)
+
+
+def test_openai_stream_propagates_the_client_span_with_default_httpx_client(server):
+    http_client = tracer.instrument_httpx(openai.DefaultHttpxClient())
+    llm = openai.OpenAI(base_url=server.url + "/v1", api_key="k", http_client=http_client)
+    with capture_spans() as spans:
+        stream = llm.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    llm.close()
+    assert text == "".join(WORDS)
+    span = _client_span(spans)
+    # The span covers the streamed body: the words trickle for len(WORDS) gaps.
+    assert span.end_time - span.start_time >= len(WORDS) * GAP_S / 4 * 0.8 * 1e9
+    assert any(e.name == attrs.FIRST_TOKEN_EVENT for e in span.events)
+    ctx = span.get_span_context()
+    assert f"00-{ctx.trace_id:032x}-" in [t[:36] for t in server.traceparents]
+    _assert_propagated(server, span)
+
+
+def test_instrument_httpx_rejects_a_non_client_naming_both_libraries():
+    with pytest.raises(TypeError, match=r"httpx\.Client.*httpx2\.AsyncClient"):
+        tracer.instrument_httpx(object())  # type: ignore[type-var]
+
+
+def test_instrument_httpx_works_when_httpx2_is_not_installed():
+    code = (
+        "import sys; sys.modules['httpx2'] = None\n"  # `import httpx2` now fails
+        "import httpx, tracer\n"
+        "client = tracer.instrument_httpx(httpx.Client())\n"
+        "assert client._is_instrumented_by_opentelemetry\n"
+        "try:\n"
+        "    tracer.instrument_httpx(object())\n"
+        "except TypeError:\n"
+        "    print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

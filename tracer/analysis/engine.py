@@ -1,0 +1,96 @@
+"""A serving engine's request span split into queue, prefill and decode.
+
+vLLM's ``llm_request`` span (and SGLang's request span) report, in seconds, the time to
+first token from the span's start (the request's arrival), and the time in the queue,
+in prefill and in decode. With S the span and FT = S.start + time_to_first_token::
+
+    inference.prefill = [FT - prefill, FT]
+    inference.queue   = [FT - prefill - queue, FT - prefill]
+    inference.decode  = [FT, FT + decode]
+
+TGI's request span records ``validation_time`` and ``queue_time`` (Rust durations such
+as ``"3.911207ms"``): the queue is [S.start + validation, + queue]. Triton's model span
+has a ``QUEUE_START`` event, and its ``compute`` child starts at ``COMPUTE_START``: the
+queue lies between them. Every
+interval is clipped to S; a missing value means no interval. The analyzer adds the
+intervals as children of S, so they take part in the critical-path walk and in what-if
+retiming like spans; what is left of S is its own ``inference`` time.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tracer import attributes as attrs
+from tracer.spans.model import Span
+
+__all__ = ["engine_intervals", "rust_duration_ns"]
+
+_RUST_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|µs|μs|us|ms|s)\s*$")
+_UNIT_NS = {"ns": 1, "µs": 1_000, "μs": 1_000, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def rust_duration_ns(value: object) -> int | None:
+    """Nanoseconds in a Rust ``Duration`` as ``{:?}`` prints it (``12.3ms``, ``850µs``,
+    ``1.2s``); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    match = _RUST_DURATION.match(value)
+    if match is None:
+        return None
+    return int(round(float(match.group(1)) * _UNIT_NS[match.group(2)]))
+
+
+def _seconds_ns(span: Span, key: str) -> int | None:
+    value = span.attributes.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return int(round(value * 1e9))
+    return None
+
+
+def engine_intervals(
+    span: Span, start_ns: int, end_ns: int, compute_start_ns: int | None = None
+) -> list[tuple[str, int, int]]:
+    """(sub-stage, start, end) intervals of an engine request span whose (skew-corrected)
+    interval is [start_ns, end_ns]; empty when the span reports none.
+
+    ``compute_start_ns`` is the (corrected) start of Triton's ``compute`` child span,
+    which carries ``COMPUTE_START`` when the model span does not.
+    """
+    shift = start_ns - span.start_ns  # the clock correction applied to the span
+    raw: list[tuple[str, int | None, int | None]] = []
+    ttft = _seconds_ns(span, attrs.GEN_AI_LATENCY_TTFT)
+    first = (
+        start_ns + ttft
+        if ttft is not None
+        else (span.first_token_ns + shift if span.first_token_ns is not None else None)
+    )
+    prefill = _seconds_ns(span, attrs.GEN_AI_LATENCY_PREFILL)
+    queue = _seconds_ns(span, attrs.GEN_AI_LATENCY_QUEUE)
+    decode = _seconds_ns(span, attrs.GEN_AI_LATENCY_DECODE)
+    if first is not None:
+        if prefill is not None:
+            raw.append((attrs.INFERENCE_PREFILL, first - prefill, first))
+            if queue is not None:
+                raw.append((attrs.INFERENCE_QUEUE, first - prefill - queue, first - prefill))
+        if decode is not None:
+            raw.append((attrs.INFERENCE_DECODE, first, first + decode))
+    validation = rust_duration_ns(span.attributes.get(attrs.TGI_VALIDATION_TIME))
+    waited = rust_duration_ns(span.attributes.get(attrs.TGI_QUEUE_TIME))
+    if waited is not None:
+        begin = start_ns + (validation or 0)
+        raw.append((attrs.INFERENCE_QUEUE, begin, begin + waited))
+    queued = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START)
+    computing = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START)
+    if isinstance(computing, int):
+        compute_start_ns = computing + shift
+    if isinstance(queued, int) and compute_start_ns is not None:
+        raw.append((attrs.INFERENCE_QUEUE, queued + shift, compute_start_ns))
+    out = []
+    for stage, lo, hi in raw:
+        if lo is None or hi is None:
+            continue
+        lo, hi = max(lo, start_ns), min(hi, end_ns)
+        if hi > lo:
+            out.append((stage, lo, hi))
+    return out
