@@ -1,8 +1,12 @@
 """The model server: an OpenAI-compatible chat endpoint that simulates a model.
 
-Prefill takes ``prefill_ms`` and each output token ``per_token_ms``, both divided by
-the server's speedup (the "100x faster model"), with jitter; a configurable share of
-requests fails (500 before the first token, or mid-stream).
+A request waits for one of ``BATCH_SLOTS`` engine slots (the queue), then prefill takes
+``prefill_ms`` and each output token ``per_token_ms``, both divided by the server's
+speedup (the "100x faster model"), with jitter; a configurable share of requests fails
+(500 before the first token, or mid-stream). Like vLLM's ``llm_request`` span, the
+inference span reports its queue, prefill and decode time and its time to first token
+in ``gen_ai.latency.*`` attributes (seconds), so hoptrace splits it into
+``inference.queue``, ``inference.prefill`` and ``inference.decode``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from demo_app.profiles import Profile
 __all__ = ["create_model_app"]
 
 WORDS = ("the chain around the model decides what users feel , not the model alone .").split()
+#: Requests the simulated engine serves at once; more wait in its queue.
+BATCH_SLOTS = 16
 
 
 class ModelState:
@@ -35,6 +41,7 @@ class ModelState:
         self.failure_rate = failure_rate
         self.midstream_failure_rate = 0.0
         self.rng = random.Random(seed)
+        self.slots = asyncio.Semaphore(BATCH_SLOTS)
 
     def scaled(self, ms: float) -> float:
         spread = self.profile.jitter
@@ -83,13 +90,27 @@ def create_model_app(profile: Profile, speedup: float = 1.0, failure_rate: float
             ),
         )
         async def generate() -> AsyncIterator[str]:
-            await asyncio.sleep(state.scaled(state.profile.prefill_ms))
-            for i in range(max_tokens):
-                if fail_midway and i == max_tokens // 2:
-                    raise RuntimeError("simulated failure mid-stream")
-                if i:
-                    await asyncio.sleep(state.scaled(state.profile.per_token_ms))
-                yield WORDS[i % len(WORDS)] + " "
+            arrived = time.perf_counter()
+            async with state.slots:
+                scheduled = time.perf_counter()
+                await asyncio.sleep(state.scaled(state.profile.prefill_ms))
+                first = last = scheduled
+                for i in range(max_tokens):
+                    if fail_midway and i == max_tokens // 2:
+                        raise RuntimeError("simulated failure mid-stream")
+                    if i:
+                        await asyncio.sleep(state.scaled(state.profile.per_token_ms))
+                    last = time.perf_counter()
+                    if not i:
+                        first = last
+                    yield WORDS[i % len(WORDS)] + " "
+            tracer.record_engine_latency(
+                time_to_first_token_s=first - arrived,
+                queue_s=scheduled - arrived,
+                prefill_s=first - scheduled,
+                decode_s=last - first,
+                e2e_s=time.perf_counter() - arrived,
+            )
             tracer.record_usage(
                 input_tokens=input_tokens,
                 output_tokens=max_tokens,

@@ -28,6 +28,8 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         jaeger_url=jaeger_url,
     )
     sections += render.whatif_sections(result.projection)
+    for projection in result.phases:
+        sections += render.whatif_sections(projection)[:1]
     sections += render.comparison_sections(result.comparison)
     summary = Section("The answer")
     summary.notes.append(
@@ -35,6 +37,11 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         f"({answer.projected_after_p50_ms:,.0f} ms), measured {answer.measured_p50:.2f}x "
         f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms)"
     )
+    for phase, p50, p90, ttft in answer.phases:
+        first = f", first token {ttft:.2f}x sooner" if ttft is not None else ""
+        summary.notes.append(
+            f"only {phase} {k}x faster: end-to-end {p50:.2f}x at P50, {p90:.2f}x at P90{first}"
+        )
     summary.notes.append(
         "where the time went after the speedup: "
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in answer.rest)
@@ -66,7 +73,17 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
             "measured_p50": number(answer.measured_p50),
             "baseline_p50_ms": number(answer.baseline_p50_ms),
             "candidate_p50_ms": number(answer.candidate_p50_ms),
+            "phases": [
+                {
+                    "stage": phase,
+                    "realized_p50": number(p50),
+                    "realized_p90": number(p90),
+                    "ttft_speedup_p50": None if ttft is None else number(ttft),
+                }
+                for phase, p50, p90, ttft in answer.phases
+            ],
         },
+        "phases": [render.whatif_dict(w) for w in result.phases],
         "store": str(result.store_path),
         "run": result.demo_id,
     }

@@ -18,10 +18,12 @@ import tracer
 from demo_app.chain import Chain
 from demo_app.client import RequestResult, run_requests
 from demo_app.profiles import get_profile
+from tracer import attributes as attrs
 from tracer._errors import ConfigError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.substages import covers
 
 __all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer", "run_demo"]
 
@@ -45,6 +47,9 @@ class DemoAnswer:
     baseline_p50_ms: float
     candidate_p50_ms: float
     rest: tuple[tuple[str, float], ...]  # (group, share) after the speedup, inference aside
+    #: (sub-stage, realized end-to-end speedup at P50, at P90, TTFT speedup at P50) when
+    #: only that part of the model is ``speedup`` times faster.
+    phases: tuple[tuple[str, float, float, float | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +66,16 @@ class DemoResult:
     answer: DemoAnswer
     candidate_traces: TraceSet
     failures: dict[str, int]
+    phases: tuple[WhatIf, ...] = ()
 
 
-def demo_answer(base: Analysis, cand: Analysis, projection: WhatIf) -> DemoAnswer:
-    """The answer from the two analyses and the projection (P50 end to end)."""
+def demo_answer(
+    base: Analysis, cand: Analysis, projection: WhatIf, phases: tuple[WhatIf, ...] = ()
+) -> DemoAnswer:
+    """The answer from the two analyses and the projections: the whole model faster,
+    and each part of it (prefill, decode) faster on its own."""
     measured = base.e2e.p50 / cand.e2e.p50 if cand.e2e.p50 else float("inf")
-    rest = tuple((g.name, g.share) for g in cand.groups if g.name != projection.stage)[:4]
+    rest = tuple((g.name, g.share) for g in cand.groups if not covers(projection.stage, g.name))[:4]
     return DemoAnswer(
         speedup=projection.speedup,
         projected_p50=projection.realized["p50"],
@@ -75,6 +84,17 @@ def demo_answer(base: Analysis, cand: Analysis, projection: WhatIf) -> DemoAnswe
         baseline_p50_ms=base.e2e.p50,
         candidate_p50_ms=cand.e2e.p50,
         rest=rest,
+        phases=tuple(
+            (
+                w.stage,
+                w.realized["p50"],
+                w.realized["p90"],
+                w.ttft_before.p50 / w.ttft_after.p50
+                if w.ttft_before is not None and w.ttft_after is not None and w.ttft_after.p50
+                else None,
+            )
+            for w in phases
+        ),
     )
 
 
@@ -146,7 +166,12 @@ def run_demo(
     candidate_traces = traces.subset(ids["candidate"])
     base = analyze(baseline_traces)
     cand = analyze(candidate_traces)
-    projection = what_if(baseline_traces, "inference", speedup)
+    projection = what_if(baseline_traces, attrs.INFERENCE, speedup)
+    phases = tuple(
+        what_if(baseline_traces, phase, speedup)
+        for phase in (attrs.INFERENCE_PREFILL, attrs.INFERENCE_DECODE)
+        if any(g.name == phase for g in base.groups)
+    )
     return DemoResult(
         demo_id=demo_id,
         profile=profile,
@@ -155,7 +180,8 @@ def run_demo(
         candidate=cand,
         projection=projection,
         comparison=compare(base, cand),
-        answer=demo_answer(base, cand, projection),
+        answer=demo_answer(base, cand, projection, phases),
+        phases=phases,
         candidate_traces=candidate_traces,
         failures=failures,
     )

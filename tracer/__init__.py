@@ -24,7 +24,7 @@ from tracer._errors import (
     ReceiverError,
     SourceError,
 )
-from tracer._genai import genai_request, record_usage
+from tracer._genai import genai_request, record_engine_latency, record_usage
 from tracer._instrument import instrument_fastapi, instrument_httpx
 from tracer._setup import force_flush, is_configured, setup, shutdown
 from tracer._stage import mark_first_token, stage
@@ -44,6 +44,7 @@ __all__ = [
     "instrument_httpx",
     "is_configured",
     "mark_first_token",
+    "record_engine_latency",
     "record_usage",
     "setup",
     "shutdown",

@@ -17,7 +17,7 @@ from opentelemetry.util.types import AttributeValue
 
 from tracer import attributes as attrs
 
-__all__ = ["genai_request", "record_usage"]
+__all__ = ["genai_request", "record_engine_latency", "record_usage"]
 
 
 def genai_request(
@@ -79,3 +79,33 @@ def record_usage(
         target.set_attribute(attrs.GEN_AI_RESPONSE_MODEL, response_model)
     if finish_reasons is not None:
         target.set_attribute(attrs.GEN_AI_RESPONSE_FINISH_REASONS, list(finish_reasons))
+
+
+def record_engine_latency(
+    *,
+    time_to_first_token_s: float | None = None,
+    queue_s: float | None = None,
+    prefill_s: float | None = None,
+    decode_s: float | None = None,
+    e2e_s: float | None = None,
+    span: Span | None = None,
+) -> None:
+    """Record where a serving engine's request spent its time, in seconds, under the
+    names vLLM writes on its ``llm_request`` span (``gen_ai.latency.*``); hoptrace then
+    splits the span into ``inference.queue``, ``inference.prefill`` and
+    ``inference.decode``. The time to first token counts from the span's start.
+    """
+    target = span or trace.get_current_span()
+    if not target.is_recording():
+        return
+    for key, value in (
+        (attrs.GEN_AI_LATENCY_TTFT, time_to_first_token_s),
+        (attrs.GEN_AI_LATENCY_QUEUE, queue_s),
+        (attrs.GEN_AI_LATENCY_PREFILL, prefill_s),
+        (attrs.GEN_AI_LATENCY_DECODE, decode_s),
+        (attrs.GEN_AI_LATENCY_E2E, e2e_s),
+    ):
+        if value is not None:
+            target.set_attribute(key, float(value))
+    if prefill_s is not None and decode_s is not None:
+        target.set_attribute(attrs.GEN_AI_LATENCY_INFERENCE, float(prefill_s + decode_s))

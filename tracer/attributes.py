@@ -158,6 +158,7 @@ CONTENT_KEYS = (
     "gen_ai.input.messages",
     "gen_ai.output.messages",
     "gen_ai.system_instructions",
+    "gen_ai.tool.definitions",
     "input.value",
     "output.value",
 )

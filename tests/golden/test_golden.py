@@ -123,4 +123,4 @@ def test_html_report_matches_the_golden_page(runs):
     )
     html = to_html(page)
     assert "2026-11-30 12:00 UTC" in html
-    _check("report.html", html)
+    _check("report.golden.html", html)

@@ -11,6 +11,7 @@ from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
+from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
@@ -23,6 +24,7 @@ __all__ = [
     "aggregate",
     "analyze",
     "iter_prepared",
+    "selected_group",
     "stats",
 ]
 
@@ -172,9 +174,7 @@ def aggregate(
         for g, v in b.groups.items():
             matrix[t, col[g]] = v
     matrix /= NS_PER_MS
-    total = e2e.sum()
     tail = e2e >= np.percentile(e2e, 90)
-    tail_total = e2e[tail].sum()
     with_ttft = [b for b in breakdowns if b.ttft_ns is not None and b.ttft_groups is not None]
     ttft_totals: dict[str, float] = {}
     ttft_sum = 0.0
@@ -182,22 +182,16 @@ def aggregate(
         ttft_sum += b.ttft_ns or 0
         for g, v in (b.ttft_groups or {}).items():
             ttft_totals[g] = ttft_totals.get(g, 0.0) + v
-    groups = []
-    for g in names:
-        column = matrix[:, col[g]]
-        p50, p90, p99 = np.percentile(column, [50, 90, 99])
-        groups.append(
-            GroupStats(
-                name=g,
-                share=float(column.sum() / total) if total > 0 else 0.0,
-                tail_share=float(column[tail].sum() / tail_total) if tail_total > 0 else 0.0,
-                ttft_share=(ttft_totals.get(g, 0.0) / ttft_sum) if ttft_sum > 0 else None,
-                mean_ms=float(column.mean()),
-                p50_ms=float(p50),
-                p90_ms=float(p90),
-                p99_ms=float(p99),
-            )
+    groups = [
+        _group_stats(
+            g,
+            matrix[:, col[g]],
+            e2e,
+            tail,
+            (ttft_totals.get(g, 0.0) / ttft_sum) if ttft_sum > 0 else None,
         )
+        for g in names
+    ]
     groups.sort(key=lambda s: (-s.share, s.name))
     hop_values: dict[tuple[str, str], list[float]] = {}
     for b in breakdowns:
@@ -236,6 +230,51 @@ def aggregate(
         exemplars=_exemplars(breakdowns, e2e),
         breakdowns=tuple(breakdowns),
     )
+
+
+def _group_stats(
+    name: str,
+    column_ms: np.ndarray,
+    e2e_ms: np.ndarray,
+    tail: np.ndarray,
+    ttft_share: float | None,
+) -> GroupStats:
+    """One group's stats from its per-trace times (ms); ``tail`` marks the traces at or
+    above the end-to-end P90."""
+    p50, p90, p99 = np.percentile(column_ms, [50, 90, 99])
+    total, tail_total = e2e_ms.sum(), e2e_ms[tail].sum()
+    return GroupStats(
+        name=name,
+        share=float(column_ms.sum() / total) if total > 0 else 0.0,
+        tail_share=float(column_ms[tail].sum() / tail_total) if tail_total > 0 else 0.0,
+        ttft_share=ttft_share,
+        mean_ms=float(column_ms.mean()),
+        p50_ms=float(p50),
+        p90_ms=float(p90),
+        p99_ms=float(p99),
+    )
+
+
+def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
+    """The stats of ``stage`` with all its sub-stages (``inference`` covers
+    ``inference.decode``), summed per trace; None when no trace has any of them."""
+    names = {g.name for g in analysis.groups if covers(stage, g.name)}
+    if not names:
+        return None
+    rows = analysis.breakdowns
+    e2e = np.array([b.e2e_ns for b in rows], dtype=float) / NS_PER_MS
+    column = np.array(
+        [sum(v for g, v in b.groups.items() if g in names) for b in rows], dtype=float
+    )
+    ttft_rows = [b for b in rows if b.ttft_ns is not None and b.ttft_groups is not None]
+    ttft_sum = sum(b.ttft_ns or 0 for b in ttft_rows)
+    ttft_share = (
+        sum(v for b in ttft_rows for g, v in (b.ttft_groups or {}).items() if g in names) / ttft_sum
+        if ttft_sum > 0
+        else None
+    )
+    tail = e2e >= np.percentile(e2e, 90)
+    return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share)
 
 
 def _exemplars(breakdowns: list[TraceBreakdown], e2e_ms: np.ndarray) -> dict[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis.critical_path import own_times, ttft_view
+from tracer.analysis.critical_path import marks, own_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace
 
 __all__ = ["GROUP_BY", "TraceBreakdown", "break_down", "group_key"]
@@ -70,14 +70,15 @@ def client_first_token(trace: PreparedTrace) -> int | None:
     """The client-perceived first-token point: the root's mark, else the earliest mark
     on a span of the root's service."""
     root = trace.spans[trace.root]
-    if root.first_token_ns is not None:
-        return root.first_token_ns
-    marks = [
-        s.first_token_ns
-        for s in trace.spans
-        if s.first_token_ns is not None and s.service == root.service
+    corrected = marks(trace)
+    if corrected[trace.root] is not None:
+        return corrected[trace.root]
+    found = [
+        m
+        for s, m in zip(trace.spans, corrected, strict=True)
+        if m is not None and s.service == root.service
     ]
-    return min(marks) if marks else None
+    return min(found) if found else None
 
 
 def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:

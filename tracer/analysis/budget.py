@@ -13,8 +13,10 @@ A budget file (TOML)::
     share_max = 0.5
     p90_ms = 400
 
-Keys: ``p50_ms``, ``p90_ms``, ``p99_ms`` everywhere; ``share_max`` and
-``tail_share_max`` (fractions of the critical path, 0..1) for stages. Unknown tables,
+``[stage.inference]`` covers ``inference`` and its sub-stages (``inference.decode``, ...);
+``[stage."inference.decode"]`` only that one. Keys: ``p50_ms``, ``p90_ms``, ``p99_ms``
+everywhere; ``share_max`` and ``tail_share_max`` (fractions of the critical path, 0..1)
+for stages. Unknown tables,
 keys and stages are errors, so a typo cannot pass silently.
 """
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracer._errors import ConfigError
-from tracer.analysis.aggregate import Analysis, Stats
+from tracer.analysis.aggregate import Analysis, Stats, selected_group
 
 __all__ = ["BudgetResult", "Limit", "Verdict", "check_budget", "load_budget"]
 
@@ -145,16 +147,15 @@ def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
     """
     if analysis.group_by != "stage":
         raise ConfigError("budgets are checked on an analysis grouped by stage")
-    groups = {g.name: g for g in analysis.groups}
-    unknown = sorted(
-        {lim.scope.removeprefix("stage.") for lim in limits if lim.scope.startswith("stage.")}
-        - set(groups)
-    )
+    wanted = {lim.scope.removeprefix("stage.") for lim in limits if lim.scope.startswith("stage.")}
+    groups = {name: selected_group(analysis, name) for name in wanted}
+    unknown = sorted(name for name, group in groups.items() if group is None)
     if unknown:
         raise ConfigError(
             f"the budget names stages the traces do not have: {', '.join(unknown)}; "
-            f"stages in the traces: {', '.join(sorted(groups))}"
+            f"stages in the traces: {', '.join(sorted(g.name for g in analysis.groups))}"
         )
+    found = {name: group for name, group in groups.items() if group is not None}
     verdicts = []
     for lim in limits:
         if lim.scope == "e2e":
@@ -167,7 +168,7 @@ def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
                 )
             measured = _percentile(analysis.ttft, lim.key)
         else:
-            group = groups[lim.scope.removeprefix("stage.")]
+            group = found[lim.scope.removeprefix("stage.")]
             if lim.key == "share_max":
                 measured = group.share
             elif lim.key == "tail_share_max":

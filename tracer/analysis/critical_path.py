@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from tracer.analysis.prepare import PreparedTrace
 
-__all__ = ["own_times", "ttft_view"]
+__all__ = ["marks", "own_times", "ttft_view"]
 
 N = TypeVar("N", int, float)
 
@@ -86,6 +86,15 @@ def own_times(
     return own
 
 
+def marks(trace: PreparedTrace) -> list[int | None]:
+    """Each span's first-token mark on the trace's corrected clock: shifted with the span
+    when clock skew was corrected."""
+    return [
+        None if s.first_token_ns is None else s.first_token_ns + trace.start[i] - s.start_ns
+        for i, s in enumerate(trace.spans)
+    ]
+
+
 def ttft_view(trace: PreparedTrace, first_token_ns: int) -> tuple[list[int], list[bool]]:
     """End times and inclusion of the TTFT view of ``trace`` up to ``first_token_ns``.
 
@@ -94,7 +103,7 @@ def ttft_view(trace: PreparedTrace, first_token_ns: int) -> tuple[list[int], lis
     point; spans that start at or after it are left out.
     """
     n = len(trace.spans)
-    latest_mark: list[int | None] = [s.first_token_ns for s in trace.spans]
+    latest_mark = marks(trace)
     for i in reversed(trace.order):  # bottom-up: carry marks to ancestors without one
         p = trace.parent[i]
         if p >= 0 and trace.spans[p].first_token_ns is None:

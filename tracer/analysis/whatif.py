@@ -11,13 +11,15 @@ sibling that was hidden can become critical.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis.aggregate import NS_PER_MS, Stats, iter_prepared, stats
-from tracer.analysis.breakdown import group_key
-from tracer.analysis.critical_path import own_times
+from tracer.analysis.breakdown import client_first_token, group_key
+from tracer.analysis.critical_path import own_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace, StageMap
+from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
@@ -39,16 +41,19 @@ class WhatIf:
     stage_share: float
     skipped_traces: int
     messages: tuple[str, ...]
+    ttft_before: Stats | None = None
+    ttft_after: Stats | None = None
 
 
 def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float], list[float]]:
-    """New (start, end) of every span when ``stage`` is ``speedup`` x faster.
+    """New (start, end) of every span when ``stage`` (and its sub-stages) is ``speedup``
+    times faster.
 
     Times are nanoseconds relative to the root's start (floats: small numbers keep
     their precision).
     """
     n = len(trace.spans)
-    factor = [1.0 / speedup if trace.stage[i] == stage else 1.0 for i in range(n)]
+    factor = [1.0 / speedup if covers(stage, trace.stage[i]) else 1.0 for i in range(n)]
     lo = [0] * n
     hi = [0] * n
     root = trace.root
@@ -151,12 +156,18 @@ def what_if(
     after: list[float] = []
     before_groups: dict[str, float] = {}
     after_groups: dict[str, float] = {}
+    ttft_before: list[float] = []
+    ttft_after: list[float] = []
     seen_stage = False
     for trace in iter_prepared(traceset, tally, stage_map):
-        seen_stage = seen_stage or stage in trace.stage
+        seen_stage = seen_stage or any(covers(stage, x) for x in trace.stage)
         new_start, new_end = retime(trace, stage, speedup)
         before.append(trace.e2e_ns / NS_PER_MS)
         after.append((new_end[trace.root] - new_start[trace.root]) / NS_PER_MS)
+        first = _retimed_ttft(trace, stage, speedup)
+        if first is not None:
+            ttft_before.append(first[0] / NS_PER_MS)
+            ttft_after.append(first[1] / NS_PER_MS)
         for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
             key = group_key(trace, i, "stage")
             before_groups[key] = before_groups.get(key, 0.0) + t
@@ -191,10 +202,34 @@ def what_if(
         realized=realized,
         before_groups=_shares(before_groups, total_before),
         after_groups=_shares(after_groups, total_after),
-        stage_share=before_groups.get(stage, 0.0) / total_before,
+        stage_share=sum(v for k, v in before_groups.items() if covers(stage, k)) / total_before,
         skipped_traces=warnings.skipped_traces,
         messages=tuple(warnings.messages),
+        ttft_before=stats(ttft_before) if ttft_before else None,
+        ttft_after=stats(ttft_after) if ttft_after else None,
     )
+
+
+def _retimed_ttft(trace: PreparedTrace, stage: str, speedup: float) -> tuple[int, float] | None:
+    """The client's time to first token before and after the change, or None.
+
+    The TTFT view of the trace (spans end at their first-token marks, spans after the
+    point are left out) is retimed like the whole trace; its root's new length is the
+    new time to first token.
+    """
+    point = client_first_token(trace)
+    root = trace.root
+    if point is None or point <= trace.start[root]:
+        return None
+    point = min(point, trace.end[root])
+    ends, included = ttft_view(trace, point)
+    view = dataclasses.replace(
+        trace,
+        end=ends,
+        children=[[c for c in kids if included[c]] for kids in trace.children],
+    )
+    new_start, new_end = retime(view, stage, speedup)
+    return point - trace.start[root], new_end[root] - new_start[root]
 
 
 def _shares(groups: dict[str, float], total: float) -> tuple[tuple[str, float], ...]:

@@ -22,6 +22,7 @@ from tracer.analysis.compare import Comparison
 from tracer.analysis.render.bench import bench_sections
 from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
 from tracer.analysis.render.sections import (
+    SUB_MARK,
     Section,
     comparison_sections,
     fmt_ms,
@@ -31,6 +32,7 @@ from tracer.analysis.render.sections import (
     whatif_sections,
 )
 from tracer.analysis.render.svg import legend, line_chart, stacked_bars, stage_colour, waterfall_svg
+from tracer.analysis.substages import nested
 from tracer.analysis.waterfall import Waterfall
 from tracer.analysis.whatif import WhatIf
 from tracer.bench import BenchResult
@@ -90,7 +92,8 @@ def _table(section: Section, table_id: str, swatches: bool = False) -> str:
     for row in section.rows:
         first = escape(row[0])
         if swatches:
-            first = f'<i class="swatch" style="background:{stage_colour(row[0])}"></i>{first}'
+            colour = stage_colour(row[0].removeprefix(SUB_MARK))
+            first = f'<i class="swatch" style="background:{colour}"></i>{first}'
         cells = "".join(f"<td>{escape(c)}</td>" for c in row[1:])
         rows.append(f"<tr><td>{first}</td>{cells}</tr>")
     return f'<table id="{table_id}"><tr>{head}</tr>{"".join(rows)}</table>'
@@ -102,16 +105,18 @@ def _notes(notes: list[str], headline: bool = False) -> str:
 
 
 def _share_card(a: Analysis) -> str:
-    names = [g.name for g in a.groups]
+    # Sub-stages sit next to their parent in the bars, so a stage's family reads as one.
+    ordered = nested(a.groups, lambda g: g.name) if a.group_by == "stage" else list(a.groups)
+    names = [g.name for g in ordered]
     bars = [
         (
             "all time",
-            [(g.name, g.share) for g in a.groups],
+            [(g.name, g.share) for g in ordered],
             f"{a.traces} traces, P50 {fmt_ms(a.e2e.p50)} ms",
         ),
         (
             "tail (>= P90)",
-            [(g.name, g.tail_share) for g in a.groups],
+            [(g.name, g.tail_share) for g in ordered],
             f"P90 {fmt_ms(a.e2e.p90)} ms",
         ),
     ]
@@ -119,7 +124,7 @@ def _share_card(a: Analysis) -> str:
         bars.append(
             (
                 "first token",
-                [(g.name, g.ttft_share or 0.0) for g in a.groups],
+                [(g.name, g.ttft_share or 0.0) for g in ordered],
                 f"TTFT P50 {fmt_ms(a.ttft.p50)} ms",
             )
         )

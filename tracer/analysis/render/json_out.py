@@ -109,6 +109,8 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
         "stage_share": number(w.stage_share),
         "before_groups": [{"name": n, "share": number(s)} for n, s in w.before_groups],
         "after_groups": [{"name": n, "share": number(s)} for n, s in w.after_groups],
+        "ttft_before_ms": stats_dict(w.ttft_before, keys),
+        "ttft_after_ms": stats_dict(w.ttft_after, keys),
         "warnings": {"skipped_traces": w.skipped_traces, "messages": list(w.messages)},
     }
 

@@ -8,6 +8,7 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
 from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.substages import covers, nested
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "comparison_sections",
     "fmt_ms",
     "fmt_pct",
+    "group_label",
     "groups_section",
     "hops_section",
     "warnings_note",
@@ -38,6 +40,15 @@ def fmt_ms(v: float) -> str:
     return f"{v:,.1f}"
 
 
+#: Marks a sub-stage's row, shown under its parent's.
+SUB_MARK = "↳ "
+
+
+def group_label(name: str, by_stage: bool = True) -> str:
+    """How a table names a group: sub-stages of a stage breakdown marked as such."""
+    return SUB_MARK + name if by_stage and "." in name else name
+
+
 def fmt_pct(v: float | None) -> str:
     """A share as a percentage ('-' for none)."""
     return "-" if v is None else f"{v * 100:.1f}%"
@@ -56,10 +67,11 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGE
         title or f"Where the time goes: {a.traces} traces, {a.spans} spans, by {a.group_by}",
         ["group", "share", "tail share", "TTFT share", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
     )
-    for g in a.groups:
+    by_stage = a.group_by == "stage"
+    for g in nested(a.groups, lambda g: g.name) if by_stage else a.groups:
         head.rows.append(
             [
-                g.name,
+                group_label(g.name, by_stage),
                 fmt_pct(g.share),
                 fmt_pct(g.tail_share),
                 fmt_pct(g.ttft_share),
@@ -156,12 +168,15 @@ def analysis_sections(
 def whatif_headline(w: WhatIf) -> str:
     """The sentence a manager reads."""
     k = f"{w.speedup:g}"
-    rest = [(n, s) for n, s in w.after_groups if n != w.stage][:5]
+    rest = [(n, s) for n, s in w.after_groups if not covers(w.stage, n)][:5]
     rest_text = ", ".join(f"{n} {s * 100:.0f}%" for n, s in rest)
+    ttft = ""
+    if w.ttft_before is not None and w.ttft_after is not None and w.ttft_after.p50 > 0:
+        ttft = f", first token {w.ttft_before.p50 / w.ttft_after.p50:.1f}x sooner at P50"
     return (
         f"{w.stage} {k}x faster -> end-to-end {w.realized['p50']:.1f}x faster at P50 "
-        f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90; "
-        f"the rest is {rest_text}."
+        f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90"
+        f"{ttft}; the rest is {rest_text}."
     )
 
 
@@ -190,6 +205,11 @@ def whatif_sections(w: WhatIf) -> list[Section]:
         ]
     )
     head.rows.append(["speedup"] + [f"{w.realized[k]:.2f}x" for k in ("mean", "p50", "p90", "p99")])
+    if w.ttft_before is not None and w.ttft_after is not None:
+        for label, st in (("TTFT before", w.ttft_before), ("TTFT after", w.ttft_after)):
+            head.rows.append(
+                [label, fmt_ms(st.mean), fmt_ms(st.p50), fmt_ms(st.p90), fmt_ms(st.p99)]
+            )
     head.notes.append(whatif_headline(w))
     head.notes.append(
         f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's bound for "
@@ -197,8 +217,8 @@ def whatif_sections(w: WhatIf) -> list[Section]:
     )
     shares = Section("Shares of the critical path, before and after", ["group", "before", "after"])
     before = dict(w.before_groups)
-    for name, share in w.after_groups:
-        shares.rows.append([name, fmt_pct(before.get(name, 0.0)), fmt_pct(share)])
+    for name, share in nested(w.after_groups, lambda g: g[0]):
+        shares.rows.append([group_label(name), fmt_pct(before.get(name, 0.0)), fmt_pct(share)])
     out = [head, shares]
     if w.messages or w.skipped_traces:
         warn = Section("Warnings")
@@ -214,10 +234,11 @@ def comparison_sections(c: Comparison) -> list[Section]:
         f"Candidate ({c.candidate.traces} traces) against baseline ({c.baseline.traces} traces)",
         ["group", "baseline mean ms", "candidate mean ms", "delta mean", "delta P50", "delta P90"],
     )
-    for d in c.groups:
+    by_stage = c.candidate.group_by == "stage"
+    for d in nested(c.groups, lambda d: d.name) if by_stage else c.groups:
         head.rows.append(
             [
-                d.name,
+                group_label(d.name, by_stage),
                 fmt_ms(d.baseline_mean_ms),
                 fmt_ms(d.candidate_mean_ms),
                 f"{d.delta_mean_ms:+,.1f}",

@@ -27,10 +27,28 @@ STAGE_COLOURS = {
 _EXTRA = ("#8c564b", "#17becf", "#7f7f7f", "#bcbd22", "#9467bd", "#2ca02c", "#ff7f0e")
 
 
+#: How far a sub-stage's colour moves from its parent's: towards white (positive) or
+#: black (negative); the engine's phases in request order, light to dark.
+_SUB_SHADES = {"queue": 0.55, "prefill": 0.28, "decode": -0.3}
+
+
+def _shade(colour: str, amount: float) -> str:
+    rgb = [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+    target = 255 if amount > 0 else 0
+    mixed = [round(c + (target - c) * abs(amount)) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
 def stage_colour(name: str) -> str:
-    """A fixed colour per canonical stage; other names get a stable colour of their own."""
+    """A fixed colour per canonical stage; a sub-stage (``inference.decode``) a shade of
+    its parent's; other names a stable colour of their own."""
     if name in STAGE_COLOURS:
         return STAGE_COLOURS[name]
+    if "." in name:
+        parent, sub = name.split(".", 1)
+        digest = hashlib.sha1(sub.encode()).digest()
+        amount = _SUB_SHADES.get(sub, (digest[0] % 5 - 2) * 0.18 or 0.4)
+        return _shade(stage_colour(parent), amount)
     digest = hashlib.sha1(name.encode()).digest()
     return _EXTRA[digest[0] % len(_EXTRA)]
 
