@@ -42,6 +42,12 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         summary.notes.append(
             f"only {phase} {k}x faster: end-to-end {p50:.2f}x at P50, {p90:.2f}x at P90{first}"
         )
+    for run, tiers in result.tiers.items():
+        if tiers:
+            summary.notes.append(
+                f"{run} requests by fallback tier: "
+                + ", ".join(f"{tier} {n}" for tier, n in tiers.items())
+            )
     summary.notes.append(
         "where the time went after the speedup: "
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in answer.rest)
@@ -84,6 +90,7 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
             ],
         },
         "phases": [render.whatif_dict(w) for w in result.phases],
+        "fallback_tiers": result.tiers,
         "store": str(result.store_path),
         "run": result.demo_id,
     }

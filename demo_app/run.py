@@ -8,6 +8,7 @@ faster model buy the user?".
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from tracer._errors import ConfigError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.split import split_traces
 from tracer.analysis.substages import covers
 
 __all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer", "run_demo"]
@@ -67,6 +69,8 @@ class DemoResult:
     candidate_traces: TraceSet
     failures: dict[str, int]
     phases: tuple[WhatIf, ...] = ()
+    #: Requests per fallback tier (``hoptrace.fallback_tier``) in each run.
+    tiers: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
 
 
 def demo_answer(
@@ -182,9 +186,22 @@ def run_demo(
         comparison=compare(base, cand),
         answer=demo_answer(base, cand, projection, phases),
         phases=phases,
+        tiers={
+            "baseline": _tiers(baseline_traces),
+            "candidate": _tiers(candidate_traces),
+        },
         candidate_traces=candidate_traces,
         failures=failures,
     )
+
+
+def _tiers(traces: TraceSet) -> dict[str, int]:
+    """Traces per fallback tier; empty when no trace carries one."""
+    try:
+        parts = split_traces(traces, attrs.FALLBACK_TIER)
+    except ConfigError:
+        return {}
+    return {tier: len(part.traces) for tier, part in parts}
 
 
 def _phase(

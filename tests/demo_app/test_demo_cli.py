@@ -30,6 +30,17 @@ def test_demo_prints_both_runs_the_projection_and_the_answer(tmp_path):
     assert 1.8 < speedup < 10.0
     exemplars = re.search(r"exemplar traces: ([0-9a-f]{32}) / ([0-9a-f]{32})", out)
     assert exemplars
+    # The model reports queue, prefill and decode as vLLM does: inference is split, and
+    # the answer says which part of a faster model the user would feel.
+    assert "↳ inference.decode" in out and "↳ inference.prefill" in out
+    phases = dict(
+        re.findall(r"only inference\.(prefill|decode) 100x faster: end-to-end (\d+\.\d+)x", out)
+    )
+    # lan: prefill 120 ms, decode 31 x 15 ms per request: decode moves the end to end most.
+    assert float(phases["decode"]) > float(phases["prefill"]) > 1.0
+    first = dict(re.findall(r"only inference\.(prefill|decode) .*first token (\d+\.\d+)x", out))
+    assert float(first["prefill"]) > 1.5 and float(first["decode"]) == pytest.approx(1.0, abs=0.05)
+    assert re.search(r"candidate requests by fallback tier: primary 8", out)
     # Progress went to stderr, the report to stdout.
     assert "candidate (model x100)" in done.stderr and "candidate (model x100)" not in out
 

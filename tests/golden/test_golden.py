@@ -21,11 +21,13 @@ from tracer.analysis.render import (
     bench_sections,
     budget_text,
     comparison_sections,
+    split_analysis_sections,
     to_html,
     to_markdown,
     to_table,
     whatif_sections,
 )
+from tracer.analysis.split import split_by
 from tracer.analysis.synthetic import MS, SEED_MS, chain_trace
 from tracer.bench import BenchResult, LevelResult, Sample, find_knee
 
@@ -47,6 +49,8 @@ def _traces(inference_ms: float, first: int) -> TraceSet:
                 ms,
                 model_ttft_ms=150.0,
                 tokens=(700, 120),
+                engine_ms=(5.0 + i, 145.0 - i, inference_ms * 0.7),
+                model="llama-3-8b" if i % 3 else "mistral-7b",
             )
         )
     return traces
@@ -108,6 +112,12 @@ def test_bench_and_budget_text_match_the_golden_text(runs):
     )
 
 
+def test_split_by_model_matches_the_golden_text(runs):
+    base_traces, _, _, _ = runs
+    parts = split_by(base_traces, "gen_ai.request.model", analyze)
+    _check("split.md", to_markdown(split_analysis_sections(parts)[:1]))
+
+
 def test_html_report_matches_the_golden_page(runs):
     base_traces, cand_traces, base, cand = runs
     page = Report(
@@ -117,6 +127,7 @@ def test_html_report_matches_the_golden_page(runs):
         whatif=what_if(base_traces, "inference", 100),
         comparison=compare(base, cand),
         bench=_bench(),
+        split=split_by(cand_traces, "gen_ai.request.model", analyze),
         waterfalls=exemplar_waterfalls(cand, cand_traces),
         jaeger_url="http://jaeger.example:16686",
         generated_at=CLOCK,

@@ -27,23 +27,16 @@ def covers(selected: str, stage: str) -> bool:
 
 
 def nested(items: Iterable[T], name: Callable[[T], str]) -> list[T]:
-    """``items`` in their order, each sub-stage moved right under its parent (or under
-    the first earlier sub-stage of the same parent when the parent itself is absent)."""
+    """``items`` with each stage's family kept together: at the place of its first
+    member (the largest, when ``items`` are sorted by share), the parent first and its
+    sub-stages after it, in their order."""
     items = list(items)
-    top = [x for x in items if "." not in name(x)]
-    subs: dict[str, list[T]] = {}
+    families: dict[str, list[T]] = {}
     for x in items:
-        if "." in name(x):
-            subs.setdefault(parent_of(name(x)), []).append(x)
+        families.setdefault(parent_of(name(x)), []).append(x)
     out: list[T] = []
-    placed: set[str] = set()
     for x in items:
-        key = parent_of(name(x))
-        if "." not in name(x):
-            out.append(x)
-            out.extend(subs.get(key, ()))
-            placed.add(key)
-        elif key not in placed and not any(name(t) == key for t in top):
-            out.extend(subs[key])
-            placed.add(key)
+        family = families.pop(parent_of(name(x)), None)
+        if family is not None:
+            out += sorted(family, key=lambda m: "." in name(m))  # stable: parent first
     return out

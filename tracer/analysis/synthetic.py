@@ -46,6 +46,7 @@ def chain_trace(
     model_ttft_ms: float | None = None,
     tokens: tuple[int, int] | None = None,
     model: str = "sim-1",
+    engine_ms: tuple[float, float, float] | None = None,
 ) -> list[Span]:
     """One trace of the seven-stage chain; its stage times are exactly ``ms``.
 
@@ -57,6 +58,9 @@ def chain_trace(
             marks (the model's after this many ms of its own time).
         tokens: (input, output) usage on the model server span.
         model: ``gen_ai.request.model``.
+        engine_ms: (queue, prefill, decode) ms that the model server span reports as
+            vLLM does (``gen_ai.latency.*``, seconds; the time to first token is queue
+            plus prefill from the span's start).
     """
     d = {k: 0.0 for k in SEED_MS}
     d.update(ms or SEED_MS)
@@ -157,6 +161,12 @@ def chain_trace(
     if tokens is not None:
         extra[attrs.GEN_AI_INPUT_TOKENS] = tokens[0]
         extra[attrs.GEN_AI_OUTPUT_TOKENS] = tokens[1]
+    if engine_ms is not None:
+        queue, prefill, decode = engine_ms
+        extra[attrs.GEN_AI_LATENCY_TTFT] = (queue + prefill) / 1000
+        extra[attrs.GEN_AI_LATENCY_QUEUE] = queue / 1000
+        extra[attrs.GEN_AI_LATENCY_PREFILL] = prefill / 1000
+        extra[attrs.GEN_AI_LATENCY_DECODE] = decode / 1000
     mdl = add(
         am,
         "model",

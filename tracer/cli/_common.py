@@ -29,6 +29,7 @@ __all__ = [
     "render_as",
     "source_label",
     "source_options",
+    "split_option",
     "stage_map_of",
     "store_option",
 ]
@@ -172,6 +173,13 @@ store_option = click.option(
     "--store",
     type=click.Path(dir_okay=False),
     help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
+)
+split_option = click.option(
+    "--split-by",
+    "split_by",
+    metavar="ATTRIBUTE",
+    help="The same breakdown for each value of this span attribute, side by side "
+    "(e.g. gen_ai.request.model, hoptrace.fallback_tier).",
 )
 group_by_option = click.option(
     "--group-by",

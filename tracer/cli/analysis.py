@@ -19,6 +19,7 @@ from tracer.cli._common import (
     render_as,
     source_label,
     source_options,
+    split_option,
     stage_map_of,
 )
 
@@ -100,12 +101,14 @@ def _report(
     metavar="MODEL=IN:OUT",
     help="Price per 1,000 input and output tokens; MODEL may be '*'.",
 )
+@split_option
 @format_option
 @source_options
 def analyze(
     sources: tuple[str, ...],
     group_by: str,
     price: tuple[str, ...],
+    split_by: str | None,
     fmt: str,
     output: str | None,
     jaeger_url: str,
@@ -120,7 +123,21 @@ def analyze(
 
     prices = parse_prices(price)
     smap = selection.stage_map()
-    result, traces = _analyze(sources, selection, group_by, smap, keep_traces=fmt == "html")
+    keep = fmt == "html" or split_by is not None
+    result, traces = _analyze(sources, selection, group_by, smap, keep_traces=keep)
+    if split_by is not None:
+        from tracer.analysis import analyze as run
+        from tracer.analysis.split import split_by as split
+
+        parts = split(traces, split_by, lambda part: run(part, group_by, smap))
+        render_as(
+            fmt,
+            output,
+            lambda: render.split_analysis_dict(parts, prices=prices),
+            lambda: render.split_analysis_sections(parts, prices=prices, jaeger_url=jaeger_url),
+            lambda: _report(result, traces, smap, sources, jaeger_url, split=parts),
+        )
+        return
     render_as(
         fmt,
         output,
@@ -134,24 +151,47 @@ def analyze(
 @click.argument("sources", nargs=-1)
 @click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
 @click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
+@split_option
 @format_option
 @source_options
 def whatif(
     sources: tuple[str, ...],
     stage: str,
     speedup: float,
+    split_by: str | None,
     fmt: str,
     output: str | None,
     jaeger_url: str,
     selection: Selection,
 ) -> None:
-    """Project "STAGE becomes K times faster" onto the real traces."""
+    """Project "STAGE becomes K times faster" onto the real traces.
+
+    STAGE covers its sub-stages: inference means inference and inference.queue,
+    .prefill and .decode; inference.decode means only that one.
+    """
     from tracer.analysis import analyze as run
     from tracer.analysis import render, what_if
 
     smap = selection.stage_map()
     with busy(sources, "reading and retiming traces"):
         traces = selection.load(sources)
+        if split_by is not None:
+            parts = _split_whatif(traces, split_by, stage, speedup, smap)
+            render_as(
+                fmt,
+                output,
+                lambda: render.split_whatif_dict(parts),
+                lambda: render.split_whatif_sections(parts),
+                lambda: _report(
+                    run(traces, "stage", smap),
+                    traces,
+                    smap,
+                    sources,
+                    jaeger_url,
+                    split=_split_analysis(traces, split_by, "stage", smap),
+                ),  # fmt: skip
+            )
+            return
         result = what_if(traces, stage, speedup, smap)
     render_as(
         fmt,
@@ -162,6 +202,30 @@ def whatif(
             run(traces, "stage", smap), traces, smap, sources, jaeger_url, whatif=result
         ),
     )
+
+
+def _split_whatif(traces: Any, attribute: str, stage: str, speedup: float, smap: Any) -> Any:
+    """What-if per value; a value whose traces cannot be projected gets the reason."""
+    from tracer._errors import ConfigError, NoUsableDataError
+    from tracer.analysis import what_if
+    from tracer.analysis.split import split_by
+
+    def one(part: Any) -> Any:
+        try:
+            return what_if(part, stage, speedup, smap)
+        except (ConfigError, NoUsableDataError) as exc:
+            return str(exc)
+
+    return split_by(traces, attribute, one)
+
+
+def _split_analysis(traces: Any, attribute: str | None, group_by: str, smap: Any) -> Any:
+    from tracer.analysis import analyze as run
+    from tracer.analysis.split import split_by
+
+    if attribute is None:
+        return None
+    return split_by(traces, attribute, lambda part: run(part, group_by, smap))
 
 
 @click.command()
@@ -224,6 +288,7 @@ def compare(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
+@split_option
 @jaeger_option
 @source_options
 def report(
@@ -233,6 +298,7 @@ def report(
     whatif_stage: str | None,
     speedup: float | None,
     baseline: str | None,
+    split_by: str | None,
     jaeger_url: str,
     selection: Selection,
 ) -> None:
@@ -256,6 +322,7 @@ def report(
             views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
         if baseline is not None:
             views["comparison"] = diff(run(load([baseline]), group_by, smap), result)
+        views["split"] = _split_analysis(traces, split_by, group_by, smap)
         page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
     emit(page, output)
 
@@ -276,11 +343,13 @@ def report(
     default="text",
     show_default=True,
 )
+@split_option
 @source_options
 def check(
     sources: tuple[str, ...],
     budget: str,
     fmt: str,
+    split_by: str | None,
     selection: Selection,
 ) -> None:
     """Check the traces against a latency budget; exit 1 when any limit is exceeded.
@@ -293,7 +362,20 @@ def check(
     from tracer.analysis.budget import check_budget, load_budget
 
     limits = load_budget(budget)
-    result = check_budget(run(selection.load(sources), "stage", selection.stage_map()), limits)
+    smap = selection.stage_map()
+    traces = selection.load(sources)
+    if split_by is not None:
+        from tracer.analysis.split import split_by as split
+
+        parts = split(traces, split_by, lambda part: check_budget(run(part, "stage", smap), limits))
+        if fmt == "json":
+            emit(render.dumps(render.split_budget_dict(parts)), None)
+        else:
+            emit(render.split_budget_text(parts), None)
+        if not all(r.passed for _, _, r in parts.parts):
+            sys.exit(1)
+        return
+    result = check_budget(run(traces, "stage", smap), limits)
     if fmt == "json":
         emit(render.dumps(render.budget_dict(result)), None)
     else:

@@ -20,6 +20,14 @@ from tracer.analysis.render.sections import (
     whatif_headline,
     whatif_sections,
 )
+from tracer.analysis.render.split import (
+    split_analysis_dict,
+    split_analysis_sections,
+    split_budget_dict,
+    split_budget_text,
+    split_whatif_dict,
+    split_whatif_sections,
+)
 from tracer.analysis.render.text import to_markdown, to_table
 
 __all__ = [
@@ -34,6 +42,12 @@ __all__ = [
     "comparison_dict",
     "comparison_sections",
     "dumps",
+    "split_analysis_dict",
+    "split_analysis_sections",
+    "split_budget_dict",
+    "split_budget_text",
+    "split_whatif_dict",
+    "split_whatif_sections",
     "stats_dict",
     "to_html",
     "to_markdown",

@@ -31,7 +31,9 @@ from tracer.analysis.render.sections import (
     warnings_note,
     whatif_sections,
 )
+from tracer.analysis.render.split import split_summary
 from tracer.analysis.render.svg import legend, line_chart, stacked_bars, stage_colour, waterfall_svg
+from tracer.analysis.split import Split
 from tracer.analysis.substages import nested
 from tracer.analysis.waterfall import Waterfall
 from tracer.analysis.whatif import WhatIf
@@ -54,6 +56,7 @@ class Report:
     whatif: WhatIf | None = None
     comparison: Comparison | None = None
     bench: BenchResult | None = None
+    split: Split[Analysis] | None = None
     waterfalls: list[Waterfall] = field(default_factory=list)
     jaeger_url: str = DEFAULT_JAEGER_URL
     generated_at: _dt.datetime = field(default_factory=_now)
@@ -131,6 +134,33 @@ def _share_card(a: Analysis) -> str:
     return (
         f'<section class="card" id="shares"><h2>Where the time goes, by {escape(a.group_by)}'
         "</h2>" + stacked_bars(bars, "share-bars") + legend(names) + "</section>"
+    )
+
+
+def _split_card(split: Split[Analysis]) -> str:
+    table = split_summary(split)
+    names: list[str] = []
+    for _, _, a in split.parts:
+        names += [g.name for g in a.groups if g.name not in names]
+    if all(a.group_by == "stage" for _, _, a in split.parts):
+        names = nested(names, lambda n: n)
+    bars = []
+    for value, n, a in split.parts:
+        shares = {g.name: g.share for g in a.groups}
+        bars.append(
+            (
+                value,
+                [(name, shares.get(name, 0.0)) for name in names],
+                f"{n} traces, P50 {fmt_ms(a.e2e.p50)} ms",
+            )  # fmt: skip
+        )
+    return (
+        f'<section class="card" id="split"><h2>{escape(table.title)}</h2>'
+        + stacked_bars(bars, "split-bars")
+        + legend(names)
+        + _table(table, "split-table", swatches=True)
+        + _notes(table.notes)
+        + "</section>"
     )
 
 
@@ -276,6 +306,8 @@ def to_html(report: Report) -> str:
         body.append(_bench_card(report.bench))
     if report.analysis is not None:
         body.append(_share_card(report.analysis))
+        if report.split is not None:
+            body.append(_split_card(report.split))
         body.append(_percentile_card(report.analysis))
     for i, wf in enumerate(report.waterfalls):
         body.append(_waterfall_card(wf, i, report.jaeger_url))
