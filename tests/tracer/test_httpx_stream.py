@@ -1,15 +1,21 @@
-"""The httpx CLIENT span covers a streamed body, over real HTTP on a loopback port."""
+"""The CLIENT span of an httpx or httpx2 client (httpx2 is the openai SDK 3.x default)
+covers a streamed body, over real HTTP on a loopback port."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
+from dataclasses import dataclass, field
+from types import ModuleType
 
 import httpx
+import httpx2
+import openai
 import pytest
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from opentelemetry.trace import SpanKind
 
@@ -20,14 +26,35 @@ from tracer.testing import capture_spans
 
 CHUNKS = 5
 GAP_S = 0.08
+WORDS = ["Hello", " from", " the", " fake", " model"]
+
+
+@dataclass
+class Server:
+    url: str
+    traceparents: list[str] = field(default_factory=list)
+
+
+def _chat_chunk(delta: dict, finish_reason: str | None = None) -> bytes:
+    chunk = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+    return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
 @pytest.fixture(scope="module")
 def server():
     app = FastAPI()
+    seen: list[str] = []
 
     @app.get("/stream")
-    async def stream() -> StreamingResponse:
+    async def stream(request: Request) -> StreamingResponse:
+        seen.append(request.headers.get("traceparent", ""))
+
         async def body():
             await asyncio.sleep(GAP_S)  # the headers go out first, the body trickles
             for i in range(CHUNKS):
@@ -36,14 +63,35 @@ def server():
 
         return StreamingResponse(body(), media_type="text/plain")
 
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> StreamingResponse:
+        seen.append(request.headers.get("traceparent", ""))
+        assert (await request.json())["stream"] is True
+
+        async def body():
+            yield _chat_chunk({"role": "assistant", "content": ""})
+            for word in WORDS:
+                await asyncio.sleep(GAP_S / 4)
+                yield _chat_chunk({"content": word})
+            yield _chat_chunk({}, finish_reason="stop")
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     wait_http(f"http://127.0.0.1:{port}/docs")
-    yield f"http://127.0.0.1:{port}"
+    yield Server(f"http://127.0.0.1:{port}", seen)
     srv.should_exit = True
     thread.join(timeout=10)
+
+
+@pytest.fixture(params=[httpx, httpx2], ids=lambda module: module.__name__)
+def lib(request: pytest.FixtureRequest) -> ModuleType:
+    """The client library under test: ``lib.Client()`` / ``lib.AsyncClient()``."""
+    return request.param
 
 
 def _client_span(spans):
@@ -52,32 +100,42 @@ def _client_span(spans):
     return found[0]
 
 
-def test_sync_client_span_ends_with_the_body_and_marks_the_first_chunk(server):
-    client = tracer.instrument_httpx(httpx.Client())
-    with capture_spans() as spans:
-        with client.stream("GET", server + "/stream") as resp:
-            assert resp.status_code == 200
-            headers_at = time.time_ns()
-            got = list(resp.iter_raw())
-            body_done_at = time.time_ns()
-    client.close()
+def _first_token_marks(span) -> list:
+    return [e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]
+
+
+def _assert_propagated(server: Server, span) -> None:
+    ctx = span.get_span_context()
+    # Don't pin the flags byte: it depends on the id generator.
+    assert f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-" in [t[:53] for t in server.traceparents]
+
+
+def test_sync_client_span_ends_with_the_body_and_marks_the_first_chunk(server, lib):
+    with tracer.instrument_httpx(lib.Client()) as client:
+        with capture_spans() as spans:
+            with client.stream("GET", server.url + "/stream") as resp:
+                assert resp.status_code == 200
+                headers_at = time.time_ns()
+                got = list(resp.iter_raw())
+                body_done_at = time.time_ns()
     assert b"".join(got).count(b"chunk") == CHUNKS
     span = _client_span(spans)
     # The span runs to the end of the body, not to the response headers.
     assert span.end_time >= body_done_at - 5_000_000
     assert span.end_time - headers_at >= CHUNKS * GAP_S * 0.8 * 1e9
-    marks = [e for e in span.events if e.name == attrs.FIRST_TOKEN_EVENT]
+    marks = _first_token_marks(span)
     assert len(marks) == 1
     assert span.start_time < marks[0].timestamp < span.end_time
     # The first chunk came about one gap after the start, long before the end.
     assert marks[0].timestamp - span.start_time < (span.end_time - span.start_time) / 2
     assert span.attributes[attrs.CHUNKS] >= 1
+    _assert_propagated(server, span)
 
 
-def test_async_client_span_ends_with_the_body(server):
+def test_async_client_span_ends_with_the_body_and_marks_the_first_chunk(server, lib):
     async def run() -> tuple[int, int]:
-        async with tracer.instrument_httpx(httpx.AsyncClient()) as client:
-            async with client.stream("GET", server + "/stream") as resp:
+        async with tracer.instrument_httpx(lib.AsyncClient()) as client:
+            async with client.stream("GET", server.url + "/stream") as resp:
                 headers_at = time.time_ns()
                 async for _ in resp.aiter_raw():
                     pass
@@ -88,16 +146,56 @@ def test_async_client_span_ends_with_the_body(server):
     span = _client_span(spans)
     assert span.end_time >= done_at - 5_000_000
     assert span.end_time - headers_at >= CHUNKS * GAP_S * 0.8 * 1e9
-    assert any(e.name == attrs.FIRST_TOKEN_EVENT for e in span.events)
+    marks = _first_token_marks(span)
+    assert len(marks) == 1
+    assert span.start_time < marks[0].timestamp < span.end_time
+    _assert_propagated(server, span)
 
 
-def test_a_body_closed_early_still_ends_the_span(server):
-    client = tracer.instrument_httpx(httpx.Client())
-    with capture_spans() as spans:
-        with client.stream("GET", server + "/stream") as resp:
-            next(resp.iter_raw())
-    client.close()
+def test_sync_span_ends_when_the_body_is_closed_early(server, lib):
+    with tracer.instrument_httpx(lib.Client()) as client:
+        with capture_spans() as spans:
+            with client.stream("GET", server.url + "/stream") as resp:
+                next(resp.iter_raw())
     span = _client_span(spans)
     assert span.end_time is not None
     assert span.end_time - span.start_time < CHUNKS * GAP_S * 1e9
     assert span.attributes[attrs.CHUNKS] == 1  # what was read before the close
+    assert len(_first_token_marks(span)) == 1
+    _assert_propagated(server, span)
+
+
+def test_async_span_ends_when_the_body_is_closed_early(server, lib):
+    async def run() -> None:
+        async with tracer.instrument_httpx(lib.AsyncClient()) as client:
+            async with client.stream("GET", server.url + "/stream") as resp:
+                async for _ in resp.aiter_raw():
+                    break
+
+    with capture_spans() as spans:
+        asyncio.run(run())
+    span = _client_span(spans)
+    assert span.end_time is not None
+    assert span.end_time - span.start_time < CHUNKS * GAP_S * 1e9
+    assert span.attributes[attrs.CHUNKS] == 1  # what was read before the close
+    assert len(_first_token_marks(span)) == 1
+    _assert_propagated(server, span)
+
+
+def test_openai_stream_propagates_the_client_span_with_default_httpx_client(server):
+    http_client = tracer.instrument_httpx(openai.DefaultHttpxClient())
+    llm = openai.OpenAI(base_url=server.url + "/v1", api_key="k", http_client=http_client)
+    with capture_spans() as spans:
+        stream = llm.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    llm.close()
+    assert text == "".join(WORDS)
+    span = _client_span(spans)
+    # The span covers the streamed body: the words trickle for len(WORDS) gaps.
+    assert span.end_time - span.start_time >= len(WORDS) * GAP_S / 4 * 0.8 * 1e9
+    assert _first_token_marks(span)
+    ctx = span.get_span_context()
+    assert f"00-{ctx.trace_id:032x}-" in [t[:36] for t in server.traceparents]
+    _assert_propagated(server, span)
