@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 
 from tracer._errors import SourceError
-from tracer.spans.model import Span
+from tracer.spans.model import Span, Warnings
 
 __all__ = ["SpanStore", "default_store_path"]
 
@@ -56,11 +56,15 @@ def default_store_path() -> Path:
     return Path(base) / "hoptrace" / "spans.db"
 
 
+#: The first bytes of every SQLite file.
+STORE_HEADER = b"SQLite format 3\x00"
+
+
 def is_store_file(path: Path) -> bool:
     """True when ``path`` is an SQLite file (checked by its header)."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(16) == b"SQLite format 3\x00"
+            return fh.read(16) == STORE_HEADER
     except OSError:
         return False
 
@@ -154,8 +158,15 @@ class SpanStore:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0])
 
-    def iter_spans(self, since_ns: int | None = None) -> Iterator[Span]:
-        """Every stored span (of traces that started at or after ``since_ns``)."""
+    def iter_spans(
+        self, since_ns: int | None = None, warnings: Warnings | None = None
+    ) -> Iterator[Span]:
+        """Every stored span (of traces that started at or after ``since_ns``).
+
+        Rows are checked as file spans are: a row whose attributes are not JSON, whose
+        ids are empty or whose end is before its start is skipped and counted in
+        ``warnings``, not raised.
+        """
         query = f"SELECT {_COLUMNS} FROM spans"
         params: tuple = ()
         if since_ns is not None:
@@ -166,7 +177,27 @@ class SpanStore:
             params = (since_ns,)
         with self._lock:
             rows = self._conn.execute(query, params).fetchall()
+        tally = warnings if warnings is not None else Warnings()
         for row in rows:
+            if (
+                not row[0]
+                or not row[1]
+                or not isinstance(row[6], int)
+                or not isinstance(row[7], int)
+            ):
+                tally.skip("store rows without ids or times were skipped")
+                continue
+            if row[7] < row[6]:
+                tally.skip("store rows that end before they start were skipped")
+                continue
+            try:
+                attributes = orjson.loads(row[11])
+            except (orjson.JSONDecodeError, TypeError):
+                tally.skip("store rows whose attributes are not JSON were skipped")
+                continue
+            if not isinstance(attributes, dict):
+                tally.skip("store rows whose attributes are not a JSON object were skipped")
+                continue
             yield Span(
                 trace_id=row[0],
                 span_id=row[1],
@@ -179,7 +210,7 @@ class SpanStore:
                 stage=row[8],
                 status=row[9],
                 first_token_ns=row[10],
-                attributes=orjson.loads(row[11]),
+                attributes=attributes,
             )
 
     def close(self) -> None:

@@ -14,7 +14,6 @@ with the traces at hand, the stage whose time grew most between the two is named
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ import httpx
 
 import tracer
 from tracer import attributes as attrs
+from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
 from tracer._sse import aiter_sse_data
 from tracer.analysis.aggregate import Stats, stats
@@ -59,6 +59,7 @@ class Sample:
     ttfc_ms: float | None
     gaps_ms: tuple[float, ...]
     output_tokens: int
+    detail: str | None = None  # what went wrong, for a failed request
 
     @property
     def ok(self) -> bool:
@@ -86,6 +87,14 @@ class LevelResult:
         for s in self.samples:
             if not s.ok:
                 out[s.status] = out.get(s.status, 0) + 1
+        return dict(sorted(out.items()))
+
+    def error_examples(self) -> dict[str, str]:
+        """One example of what went wrong, per failure status."""
+        out: dict[str, str] = {}
+        for s in self.samples:
+            if not s.ok and s.detail and s.status not in out:
+                out[s.status] = s.detail
         return dict(sorted(out.items()))
 
     def e2e(self) -> Stats:
@@ -153,62 +162,112 @@ async def _one(
     headers: dict[str, str],
     body: dict[str, Any],
     attributes: dict[str, Any],
+    timeout_s: float,
 ) -> Sample:
-    stream = bool(body["stream"])
+    """One request, bounded as a whole by ``timeout_s`` (not per read: a server that
+    drips a token or a keep-alive comment cannot stretch it)."""
     with tracer.stage("client", span_name="bench request", **attributes) as span:
-        trace_id = format(span.get_span_context().trace_id, "032x")
-        start_ns = time.time_ns()
-        started = time.perf_counter()
-        ttfc: float | None = None
-        last = 0.0
-        gaps: list[float] = []
-        chunks = 0
-        usage_tokens: int | None = None
-        status = "protocol"
+        exchange = _Exchange(span)
         try:
-            if stream:
-                async with client.stream("POST", url, json=body, headers=headers) as resp:
-                    status = str(resp.status_code)
-                    if resp.status_code == 200:
-                        async for data in aiter_sse_data(resp.aiter_lines()):
-                            if data.strip() == "[DONE]":
-                                break
-                            chunk = json.loads(data)
-                            if "error" in chunk:
-                                status = "stream_error"
-                                break
-                            if chunk.get("usage"):
-                                usage_tokens = chunk["usage"].get("completion_tokens")
-                            choices = chunk.get("choices") or []
-                            if any((c.get("delta") or {}).get("content") for c in choices):
-                                now = time.perf_counter()
-                                if ttfc is None:
-                                    ttfc = (now - started) * 1000
-                                    tracer.mark_first_token(span, start_ns)
-                                else:
-                                    gaps.append((now - last) * 1000)
-                                last = now
-                                chunks += 1
-                    else:
-                        await resp.aread()
-            else:
-                resp = await client.post(url, json=body, headers=headers)
-                status = str(resp.status_code)
-                if resp.status_code == 200:
+            await asyncio.wait_for(exchange.run(client, url, headers, body), timeout_s)
+        except (TimeoutError, httpx.TimeoutException):
+            exchange.fail("timeout", f"no complete answer within {timeout_s:g} s")
+        except httpx.ConnectError as exc:
+            exchange.fail("connect", str(exc) or type(exc).__name__)
+        except ProtocolError as exc:
+            exchange.fail("protocol", str(exc))
+        except httpx.HTTPError as exc:
+            exchange.fail("protocol", f"{type(exc).__name__}: {exc}")
+        span.set_attribute(attrs.BENCH_STATUS, exchange.status)
+    return exchange.sample()
+
+
+class _Exchange:
+    """The measurements of one request while it runs."""
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+        self.trace_id = format(span.get_span_context().trace_id, "032x")
+        self.start_ns = time.time_ns()
+        self.started = time.perf_counter()
+        self.status = "protocol"
+        self.detail: str | None = None
+        self.ttfc: float | None = None
+        self.last = 0.0
+        self.gaps: list[float] = []
+        self.chunks = 0
+        self.usage_tokens: int | None = None
+        self.e2e_ms = 0.0
+
+    def fail(self, status: str, detail: str) -> None:
+        self.status, self.detail = status, detail
+
+    def content(self) -> None:
+        now = time.perf_counter()
+        if self.ttfc is None:
+            self.ttfc = (now - self.started) * 1000
+            tracer.mark_first_token(self.span, self.start_ns)
+        else:
+            self.gaps.append((now - self.last) * 1000)
+        self.last = now
+        self.chunks += 1
+
+    async def run(
+        self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any]
+    ) -> None:
+        if not body["stream"]:
+            resp = await client.post(url, json=body, headers=headers)
+            self.status = str(resp.status_code)
+            if resp.status_code == 200:
+                check_content_type(resp.headers.get("content-type", ""), stream=False)
+                try:
                     payload = resp.json()
-                    usage_tokens = (payload.get("usage") or {}).get("completion_tokens")
-                    text = payload["choices"][0]["message"]["content"] or ""
-                    chunks = len(text.split())
-        except httpx.TimeoutException:
-            status = "timeout"
-        except httpx.ConnectError:
-            status = "connect"
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError):
-            status = "protocol"
-        e2e = (time.perf_counter() - started) * 1000
-        span.set_attribute(attrs.BENCH_STATUS, status)
-    tokens = usage_tokens if isinstance(usage_tokens, int) else chunks
-    return Sample(trace_id, status, e2e, ttfc, tuple(gaps), tokens)
+                except ValueError:
+                    raise ProtocolError("the body is not JSON") from None
+                text, self.usage_tokens = body_content(payload)
+                self.chunks = len(text.split())
+                self.ttfc = None
+            self.e2e_ms = (time.perf_counter() - self.started) * 1000
+            return
+        async with client.stream("POST", url, json=body, headers=headers) as resp:
+            self.status = str(resp.status_code)
+            if resp.status_code != 200:
+                await resp.aread()
+                self.e2e_ms = (time.perf_counter() - self.started) * 1000
+                return
+            check_content_type(resp.headers.get("content-type", ""), stream=True)
+            done = False
+            async for data in aiter_sse_data(resp.aiter_lines()):
+                if data.strip() == "[DONE]":
+                    done = True
+                    break
+                text, tokens, error = chunk_content(data)
+                if error is not None:
+                    self.fail("stream_error", error)
+                    break
+                if tokens is not None:
+                    self.usage_tokens = tokens
+                if text:
+                    self.content()
+            self.e2e_ms = (time.perf_counter() - self.started) * 1000
+            if self.status == "200" and not done:
+                raise ProtocolError("the stream ended without [DONE]")
+            if self.status == "200" and not self.chunks:
+                raise ProtocolError("the answer holds no token")
+
+    def sample(self) -> Sample:
+        if not self.e2e_ms:
+            self.e2e_ms = (time.perf_counter() - self.started) * 1000
+        tokens = self.usage_tokens if isinstance(self.usage_tokens, int) else self.chunks
+        return Sample(
+            self.trace_id,
+            self.status,
+            self.e2e_ms,
+            self.ttfc,
+            tuple(self.gaps),
+            tokens,
+            self.detail,
+        )
 
 
 async def _phase(
@@ -220,6 +279,7 @@ async def _phase(
     count: int,
     concurrency: int,
     tick: Callable[[], None],
+    timeout_s: float,
 ) -> tuple[list[Sample], float]:
     samples: list[Sample] = []
     left = count
@@ -228,7 +288,7 @@ async def _phase(
         nonlocal left
         while left > 0:
             left -= 1
-            samples.append(await _one(client, url, headers, body, attributes))
+            samples.append(await _one(client, url, headers, body, attributes, timeout_s))
             tick()
 
     started = time.perf_counter()
@@ -297,14 +357,16 @@ async def run_bench_async(
             if warm:
                 tags = {RUN_ATTRIBUTE: f"{run}-warmup", attrs.BENCH_CONCURRENCY: c}
                 warmed, _ = await _phase(
-                    client, url, headers, body, tags, warm, c, _ticker(progress, f"c={c} warm-up")
-                )
+                    client, url, headers, body, tags, warm, c,
+                    _ticker(progress, f"c={c} warm-up"), timeout_s,
+                )  # fmt: skip
                 if index == 0:
                     _refuse_hopeless(base_url, warmed)
             tags = {RUN_ATTRIBUTE: level.run, attrs.BENCH_CONCURRENCY: c}
             level.samples, level.wall_s = await _phase(
-                client, url, headers, body, tags, requests, c, _ticker(progress, f"c={c} measure")
-            )
+                client, url, headers, body, tags, requests, c,
+                _ticker(progress, f"c={c} measure"), timeout_s,
+            )  # fmt: skip
             if index == 0 and not warm:
                 _refuse_hopeless(base_url, level.samples)
             result.levels.append(level)

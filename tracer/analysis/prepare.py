@@ -72,9 +72,15 @@ def prepare(
     spans: list[Span] = []
     index: dict[str, int] = {}
     for s in raw_spans:
-        if s.span_id not in index:
+        kept = index.get(s.span_id)
+        if kept is None:
             index[s.span_id] = len(spans)
             spans.append(s)
+        elif _differs(spans[kept], s):
+            # Exact copies (retries, overlapping exports) are dropped silently; a span id
+            # reused with other content is a producer's bug worth a count.
+            issues.duplicates += 1
+            issues.note("spans that reuse another span's id with different content were dropped")
     n = len(spans)
     if n == 0:
         return None
@@ -122,6 +128,16 @@ def prepare(
     return trace
 
 
+def _differs(a: Span, b: Span) -> bool:
+    return (a.parent_id, a.start_ns, a.end_ns, a.name, a.service) != (
+        b.parent_id,
+        b.start_ns,
+        b.end_ns,
+        b.name,
+        b.service,
+    )
+
+
 def _fix_clocks(
     spans: list[Span],
     order: list[int],
@@ -139,9 +155,13 @@ def _fix_clocks(
         if not remote:
             continue
         if spans[p].kind == KIND_CLIENT:
-            # A CLIENT span that ended at the response headers while the server streamed on.
+            # A CLIENT span that ended at the response headers while the server streamed
+            # on: a remote child that starts inside it and is longer than it. (One that
+            # is shorter but ends later is clock skew: it is centred below.)
             for c in remote:
-                if start[p] <= start[c] <= end[p] < end[c]:
+                if start[p] <= start[c] <= end[p] < end[c] and (
+                    end[c] - start[c] > end[p] - start[p]
+                ):
                     end[p] = end[c]
         for c in remote:
             if start[c] >= start[p] and end[c] <= end[p]:

@@ -95,6 +95,7 @@ class Warnings:
             or self.skew_adjusted
             or self.skipped_traces
             or self.skipped_spans
+            or self.duplicates
             or self.messages
         )
 

@@ -6,14 +6,16 @@ or a Jaeger query URL. The format of a file is told from its content.
 
 from __future__ import annotations
 
+import io
 import re
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis.loaders.files import load_file
+from tracer.analysis.loaders.files import load_file, load_stream
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.store import load_store
 from tracer.analysis.traceset import TraceFilter, TraceSet
@@ -55,7 +57,8 @@ def load(
     """Load every source into one :class:`TraceSet`.
 
     Args:
-        sources: files, folders, store files or Jaeger URLs; the default store when empty.
+        sources: files, folders, store files or Jaeger URLs, ``-`` for standard input;
+            the default store when empty.
         service: keep the traces that contain a span of this service.
         operation: keep the traces that contain a span of this operation.
         limit: keep the most recent N traces.
@@ -99,6 +102,9 @@ def _load(
                 limit=limit or 100,
             )
             continue
+        if text == "-":
+            load_stream(sys.stdin.buffer, traceset, "standard input")
+            continue
         path = Path(text).expanduser()
         if path.is_dir():
             files = sorted(
@@ -107,7 +113,10 @@ def _load(
             if not files:
                 raise SourceError(f"folder {text!r} holds no .json, .jsonl or .db trace files")
             for f in files:
-                _load_path(f, traceset, since_ns)
+                try:
+                    _load_path(f, traceset, since_ns)
+                except SourceError as exc:  # one unreadable file does not stop the folder
+                    traceset.warnings.skip(f"{f}: skipped: {exc}", 0)
         elif path.exists():
             _load_path(path, traceset, since_ns)
         else:
@@ -125,7 +134,15 @@ def _load(
 
 
 def _load_path(path: Path, traceset: TraceSet, since_ns: int | None) -> None:
-    if _is_store(path):
+    if not path.is_file():
+        # A pipe (``<(cat f)``, /dev/stdin): it can be read once only.
+        from collector.store import STORE_HEADER
+
+        data = path.read_bytes()
+        if data.startswith(STORE_HEADER):
+            raise SourceError(f"{str(path)!r} is a span store: give its path, not a pipe")
+        load_stream(io.BytesIO(data), traceset, str(path))
+    elif _is_store(path):
         load_store(path, traceset, since_ns)
     else:
         load_file(path, traceset)

@@ -7,7 +7,7 @@ is not an error: what can be used is loaded, the rest is counted in the warnings
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -16,7 +16,7 @@ from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.otlp import spans_from_otlp_json
 
-__all__ = ["add_object", "load_file"]
+__all__ = ["add_object", "load_file", "load_stream"]
 
 
 def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
@@ -65,21 +65,26 @@ def load_file(path: Path, traceset: TraceSet) -> None:
     except OSError as exc:
         raise SourceError(f"cannot open {origin!r}: {exc.strerror or exc}") from exc
     with fh:
-        first = fh.readline()
-        if first.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-            _load_document(_decode_text(first + fh.read()), traceset, origin)
-            return
-        try:
-            parsed = orjson.loads(first) if first.strip() else None
-        except orjson.JSONDecodeError:
-            parsed = None
-        if parsed is None:
-            # Not one JSON value per line: the whole file is one JSON document.
-            _load_document(first + fh.read(), traceset, origin)
-            return
-        if not add_object(parsed, traceset, origin):
-            traceset.warnings.skip(f"{origin}: line 1 is JSON of an unknown shape", 0)
-        _load_lines(fh, traceset, origin)
+        load_stream(fh, traceset, origin)
+
+
+def load_stream(fh: BinaryIO, traceset: TraceSet, origin: str) -> None:
+    """Load trace JSON from an open binary stream (a file, a pipe, standard input)."""
+    first = fh.readline()
+    if first.startswith((b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+        _load_document(_decode_text(first + fh.read()), traceset, origin)
+        return
+    try:
+        parsed = orjson.loads(first) if first.strip() else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    if parsed is None:
+        # Not one JSON value per line: the whole file is one JSON document.
+        _load_document(first + fh.read(), traceset, origin)
+        return
+    if not add_object(parsed, traceset, origin):
+        traceset.warnings.skip(f"{origin}: line 1 is JSON of an unknown shape", 0)
+    _load_lines(fh, traceset, origin)
 
 
 def _load_document(data: bytes, traceset: TraceSet, origin: str) -> None:

@@ -18,4 +18,4 @@ def load_store(path: Path, traceset: TraceSet, since_ns: int | None = None) -> N
     from collector.store import SpanStore
 
     with SpanStore(path) as store:
-        traceset.add(store.iter_spans(since_ns))
+        traceset.add(store.iter_spans(since_ns, traceset.warnings))

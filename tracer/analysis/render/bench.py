@@ -28,6 +28,7 @@ def bench_dict(result: BenchResult) -> dict[str, Any]:
                 "requests": len(lv.samples),
                 "ok": len(lv.ok),
                 "errors": lv.errors(),
+                "error_examples": lv.error_examples(),
                 "e2e_ms": stats_dict(lv.e2e(), _KEYS),
                 "ttfc_ms": stats_dict(lv.ttfc(), _KEYS) if result.stream else None,
                 "itl_ms": stats_dict(lv.itl(), _KEYS) if result.stream else None,
@@ -94,6 +95,9 @@ def bench_sections(result: BenchResult) -> list[Section]:
                 f"{lv.requests_per_s():,.2f}",
             ]
         )
+    for lv in result.levels:
+        for status, example in lv.error_examples().items():
+            head.notes.append(f"c={lv.concurrency} {status}: {example}")
     knee = result.knee
     if knee is None:
         head.notes.append(

@@ -76,6 +76,7 @@ def analysis_dict(
             "skew_adjusted": a.warnings.skew_adjusted,
             "skipped_traces": a.warnings.skipped_traces,
             "skipped_spans": a.warnings.skipped_spans,
+            "duplicates": a.warnings.duplicates,
             "messages": list(a.warnings.messages),
         },
         "exemplars": dict(a.exemplars),

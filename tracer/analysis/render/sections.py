@@ -131,6 +131,7 @@ def warnings_note(a: Analysis) -> str | None:
     return (
         f"orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
         f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}"
+        + (f"; conflicting duplicate spans: {w.duplicates}" if w.duplicates else "")
     )
 
 
