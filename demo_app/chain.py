@@ -4,16 +4,22 @@
         print(chain.base_url)     # http://127.0.0.1:PORT/v1 (the gateway)
 
 Services run as child processes on free loopback ports; they are stopped on exit,
-on an exception and on Ctrl-C, so no process is left behind.
+on an exception and on Ctrl-C (and, through :func:`stop_on_signals`, on SIGTERM and
+SIGHUP), and each child also ends by itself when this process dies without a chance
+to clean up (``kill -9``): it asks the kernel for a signal on its parent's death and
+watches its parent's pid. No process is left behind holding a port.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +28,40 @@ import httpx
 from collector import BackgroundCollector, free_port
 from tracer._errors import HoptraceError
 
-__all__ = ["DEMO_KEY", "Chain"]
+__all__ = ["DEMO_KEY", "PARENT_PID_ENV", "Chain", "port_in_use", "stop_on_signals"]
+
+#: The environment variable that tells a service process whose death to outlive not.
+PARENT_PID_ENV = "HOPTRACE_PARENT_PID"
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something already listens on ``host:port`` (connections of a closed
+    server lingering in TIME_WAIT do not count: servers bind with SO_REUSEADDR)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP into a clean exit (``SystemExit``) while the block runs,
+    so a ``with Chain(...)`` inside it stops every service, as Ctrl-C does."""
+
+    def leave(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    wanted = [signal.SIGTERM, signal.SIGHUP]
+    previous = {sig: signal.signal(sig, leave) for sig in wanted}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
 
 DEMO_KEY = "hoptrace-demo-key"
 
@@ -53,6 +92,7 @@ class Chain:
         self.api_key = api_key
         self.ports = {name: free_port() for name in ("gateway", "app", "model")}
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._names: list[str] = []
         self._logs: list[Any] = []
         self.log_dir = Path(log_dir) if log_dir else None
         self._speedup = speedup
@@ -92,10 +132,28 @@ class Chain:
             out = open(self.log_dir / f"{service}.log", "ab")  # noqa: SIM115
             self._logs.append(out)
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
+        env[PARENT_PID_ENV] = str(os.getpid())
         self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
+        self._names.append(service)
+
+    def _services(self) -> list[str]:
+        """The services this chain starts (no model in front of an upstream server)."""
+        own_model = self.model_url.startswith(f"http://127.0.0.1:{self.ports['model']}")
+        return [name for name in ("model", "app", "gateway") if name != "model" or own_model]
 
     def start(self, timeout_s: float = 30.0) -> Chain:
-        """Start everything; returns when every service answers."""
+        """Start everything; returns when every service answers.
+
+        Raises:
+            HoptraceError: a port is taken ("gateway: port 8000 is in use"), or a
+                service exited or did not answer in time (named, with its port).
+        """
+        wanted = {"collector": self.collector.port} | {n: self.ports[n] for n in self._services()}
+        for name, port in wanted.items():
+            if port_in_use(port, self.collector.host if name == "collector" else "127.0.0.1"):
+                raise HoptraceError(
+                    f"{name}: port {port} is in use; stop what listens there or choose another port"
+                )
         self.collector.start()
         try:
             o = self._options
@@ -126,10 +184,8 @@ class Chain:
                 str(o["max_concurrency"]),
             )
             deadline = time.monotonic() + timeout_s
-            for name, port in self.ports.items():
-                if name == "model" and not self.model_url.startswith(f"http://127.0.0.1:{port}"):
-                    continue
-                self._wait(name, port, deadline)
+            for name in self._services():
+                self._wait(name, self.ports[name], deadline)
         except BaseException:
             self.stop()
             raise
@@ -137,9 +193,14 @@ class Chain:
 
     def _wait(self, name: str, port: int, deadline: float) -> None:
         while True:
-            for proc in self._procs:
+            for service, proc in zip(self._names, self._procs, strict=True):
                 if proc.poll() is not None:
-                    raise HoptraceError(f"the demo {name} service exited with {proc.returncode}")
+                    where = self.ports[service]
+                    busy = " (is the port in use?)" if port_in_use(where) else ""
+                    raise HoptraceError(
+                        f"{service}: the demo service on port {where} exited with "
+                        f"{proc.returncode}{busy}"
+                    )
             try:
                 httpx.get(f"http://127.0.0.1:{port}/docs", timeout=1.0)
                 return
@@ -167,6 +228,7 @@ class Chain:
                 proc.kill()
                 proc.wait()
         self._procs.clear()
+        self._names.clear()
         for fh in self._logs:
             fh.close()
         self.collector.stop()

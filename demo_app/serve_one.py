@@ -1,15 +1,45 @@
-"""Run one demo service in this process: ``python -m demo_app.serve_one SERVICE ...``."""
+"""Run one demo service in this process: ``python -m demo_app.serve_one SERVICE ...``.
+
+Started by :class:`demo_app.chain.Chain`, the service ends when its parent dies, even
+by ``kill -9``: on Linux the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), and a
+watchdog thread checks the parent's pid every half second everywhere else.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import signal
+import sys
+import threading
+import time
 
 import uvicorn
 
 import tracer
+from demo_app.chain import PARENT_PID_ENV
 from demo_app.common import setup_logging
 from demo_app.profiles import get_profile
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """SIGTERM this process when ``parent_pid`` is gone."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="hoptrace-parent-watch", daemon=True).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     profile = get_profile(args.profile)
+    parent = os.environ.get(PARENT_PID_ENV, "")
+    if parent.isdigit():
+        _end_with_parent(int(parent))
     setup_logging(args.service)
     tracer.setup(
         service_name=os.environ.get("OTEL_SERVICE_NAME") or args.service,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from html.parser import HTMLParser
@@ -17,7 +18,7 @@ from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
 JAEGER = "http://jaeger.example:16686"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = os.environ.get("HOPTRACE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 

@@ -59,19 +59,23 @@ def demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from collector import default_store_path
+    from demo_app.chain import stop_on_signals
     from demo_app.report import demo_dict, demo_page, demo_sections
     from demo_app.run import run_demo
     from tracer.analysis import render
 
     err = Console(stderr=True)
     tasks: dict[str, Any] = {}
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=err,
-        transient=False,
-    ) as progress:
+    with (
+        stop_on_signals(),
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=err,
+            transient=False,
+        ) as progress,
+    ):
 
         def show(event: str, run: str, done: int, total: int) -> None:
             if event == "start":
@@ -133,7 +137,7 @@ def serve(
 ) -> None:
     """Start the traced chain and the collector, and stay up until Ctrl-C."""
     from collector import default_store_path
-    from demo_app.chain import Chain
+    from demo_app.chain import Chain, stop_on_signals
     from demo_app.profiles import get_profile
     from tracer._setup import prefer_prompt_export
 
@@ -151,7 +155,7 @@ def serve(
         max_concurrency=max_concurrency,
     )
     chain.ports["gateway"] = port
-    with chain:
+    with stop_on_signals(), chain:
         click.echo(
             f"OpenAI base URL:  {chain.base_url}\nAPI key:          {api_key}\n"
             f"OTLP collector:   {chain.collector.endpoint} (store {store_path})\n"
@@ -161,7 +165,7 @@ def serve(
         try:
             while True:
                 time.sleep(3600)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):
             click.echo("stopping", err=True)
 
 
