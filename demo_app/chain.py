@@ -86,6 +86,8 @@ class Chain:
         otlp_port: int = 0,
         upstream: str | None = None,
         log_dir: str | Path | None = None,
+        traced: bool = True,
+        otlp_endpoint: str | None = None,
     ):
         self.collector = BackgroundCollector(store_path, port=otlp_port)
         self.profile = profile
@@ -95,6 +97,9 @@ class Chain:
         self._names: list[str] = []
         self._logs: list[Any] = []
         self.log_dir = Path(log_dir) if log_dir else None
+        self.traced = traced
+        #: Where the services export spans: the embedded collector unless given.
+        self.otlp_endpoint = otlp_endpoint
         self._speedup = speedup
         self._options = dict(
             rate_limit=rate_limit,
@@ -123,7 +128,7 @@ class Chain:
             "--profile",
             self.profile,
             "--otlp-endpoint",
-            self.collector.endpoint,
+            self.otlp_endpoint or self.collector.endpoint,
             *extra,
         ]
         out: Any = subprocess.DEVNULL
@@ -133,6 +138,8 @@ class Chain:
             self._logs.append(out)
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_EXPORTER_OTLP")}
         env[PARENT_PID_ENV] = str(os.getpid())
+        if not self.traced:  # the same services with the OpenTelemetry SDK switched off
+            env["OTEL_SDK_DISABLED"] = "true"
         self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
         self._names.append(service)
 

@@ -48,6 +48,16 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
                 f"{run} requests by fallback tier: "
                 + ", ".join(f"{tier} {n}" for tier, n in tiers.items())
             )
+    cost = result.overhead
+    if cost is not None:
+        lo, hi = cost.spread_ms("p50")
+        summary.notes.append(
+            f"what tracing itself costs: {cost.per_request_ms('p50'):+.2f} ms per request at "
+            f"P50 ({cost.per_hop_ms('p50'):+.2f} ms per hop; pairs {lo:+.2f} to {hi:+.2f} ms), "
+            f"measured on traced and untraced loopback copies of this chain "
+            f"({len(cost.pairs)} pairs of {cost.requests} requests; "
+            "benchmarks/chain_overhead.py measures it carefully)"
+        )
     summary.notes.append(
         "where the time went after the speedup: "
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in answer.rest)
@@ -91,6 +101,15 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
         },
         "phases": [render.whatif_dict(w) for w in result.phases],
         "fallback_tiers": result.tiers,
+        "tracing_cost": None
+        if result.overhead is None
+        else {
+            "per_request_p50_ms": number(result.overhead.per_request_ms("p50")),
+            "per_hop_p50_ms": number(result.overhead.per_hop_ms("p50")),
+            "per_request_p90_ms": number(result.overhead.per_request_ms("p90")),
+            "pairs": len(result.overhead.pairs),
+            "requests_per_run": result.overhead.requests,
+        },
         "store": str(result.store_path),
         "run": result.demo_id,
     }

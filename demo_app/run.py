@@ -18,6 +18,7 @@ from pathlib import Path
 import tracer
 from demo_app.chain import Chain
 from demo_app.client import RequestResult, run_requests
+from demo_app.overhead import Overhead, measure_overhead
 from demo_app.profiles import get_profile
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
@@ -31,6 +32,11 @@ __all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer
 
 #: The services every demo trace passes through (the client is the demo process).
 DEMO_SERVICES = ("client", "gateway", "app", "model")
+
+#: The tracing-cost pass: pairs of traced and untraced runs, requests per run.
+OVERHEAD_PAIRS = 2
+OVERHEAD_REQUESTS = 30
+OVERHEAD_TASK = "tracing cost (traced vs untraced)"
 
 #: ``progress(event, run, done, total)``: ``"start"`` a phase, ``"advance"`` one request,
 #: ``"failed"`` with the first failure's text in ``run``.
@@ -71,6 +77,8 @@ class DemoResult:
     phases: tuple[WhatIf, ...] = ()
     #: Requests per fallback tier (``hoptrace.fallback_tier``) in each run.
     tiers: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
+    #: What tracing cost per request, measured on traced and untraced loopback copies.
+    overhead: Overhead | None = None
 
 
 def demo_answer(
@@ -112,6 +120,7 @@ def run_demo(
     profile: str = "seed",
     stream: bool = True,
     progress: Progress | None = None,
+    overhead: bool = True,
 ) -> DemoResult:
     """Run the demo end to end; see the module docstring.
 
@@ -166,6 +175,17 @@ def run_demo(
             )
         finally:
             tracer.shutdown()
+    cost = None
+    if overhead:
+        # A short pass on loopback copies of the chain, traced and untraced: with the
+        # profile's injected delays, a fraction of a millisecond would drown in jitter.
+        report("start", OVERHEAD_TASK, 0, OVERHEAD_PAIRS)
+        cost = measure_overhead(
+            requests=OVERHEAD_REQUESTS,
+            warmup=5,
+            pairs=OVERHEAD_PAIRS,
+            progress=lambda _n, _t: report("advance", OVERHEAD_TASK, 1, OVERHEAD_PAIRS),
+        )
     baseline_traces = traces.subset(ids["baseline"])
     candidate_traces = traces.subset(ids["candidate"])
     base = analyze(baseline_traces)
@@ -190,6 +210,7 @@ def run_demo(
             "baseline": _tiers(baseline_traces),
             "candidate": _tiers(candidate_traces),
         },
+        overhead=cost,
         candidate_traces=candidate_traces,
         failures=failures,
     )

@@ -40,6 +40,12 @@ __all__ = ["COMMANDS"]
     help="html: one page with both runs, the projection and the waterfalls (use -o).",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option(
+    "--overhead/--no-overhead",
+    default=True,
+    show_default=True,
+    help="Also measure what tracing costs (traced vs untraced loopback copies, ~10 s).",
+)
 @jaeger_option
 def demo(
     requests: int,
@@ -51,6 +57,7 @@ def demo(
     store: str | None,
     fmt: str,
     output: str | None,
+    overhead: bool,
     jaeger_url: str,
 ) -> None:
     """Run the traced demo chain twice (model as is, then K times faster) and show
@@ -94,6 +101,7 @@ def demo(
             profile=profile,
             stream=stream,
             progress=show,
+            overhead=overhead,
         )
     if fmt == "json":
         emit(render.dumps(demo_dict(result)), output)

@@ -1,0 +1,68 @@
+"""What tracing costs each hop of the demo chain: traced against untraced, side by side.
+
+Two copies of the chain (gateway, app, model; loopback profile, nothing injected) run
+at once, one with the OpenTelemetry SDK on in every service and one with
+``OTEL_SDK_DISABLED=true``. An untraced client sends both the same streamed requests
+(8 tokens) in interleaved pairs of runs. Printed per concurrency level and span sink:
+the added latency per request and per hop at P50 and P90 (median over the pairs, and
+the smallest and largest pair), and at concurrency 8 the throughput lost. The sinks:
+the embedded collector on this machine, and a receiver that only acknowledges (the
+collector's CPU then does not count against the tracer).
+
+Goal (issue 14): at most 0.1 ms per hop at P50 at concurrency 1, at most 2%
+throughput lost at concurrency 8.
+
+    python benchmarks/chain_overhead.py [--requests 300] [--pairs 5] [--warmup 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from demo_app.overhead import HOPS, measure_overhead
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300, help="requests per run")
+    parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per setting")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--sinks", default="collector,ack")
+    parser.add_argument("--concurrency", default="1,8")
+    args = parser.parse_args()
+    print(
+        f"{args.pairs} interleaved pairs of {args.requests} streamed requests (8 tokens) per "
+        f"setting, {HOPS} traced hops; ms added by tracing (traced - untraced), median "
+        "[min, max] over the pairs",
+        flush=True,
+    )
+    header = f"{'sink':<10}{'conc':>5}  {'per request P50':>24}  {'per hop P50':>12}  "
+    header += f"{'per request P90':>24}  {'throughput lost':>16}"
+    print(header)
+    for sink in args.sinks.split(","):
+        for c in (int(x) for x in args.concurrency.split(",")):
+            started = time.monotonic()
+            o = measure_overhead(
+                requests=args.requests,
+                warmup=args.warmup,
+                pairs=args.pairs,
+                concurrency=c,
+                sink=sink,
+                progress=lambda n, total: print(f"  pair {n}/{total}", end="\r", file=sys.stderr),
+            )
+            lo50, hi50 = o.spread_ms("p50")
+            lo90, hi90 = o.spread_ms("p90")
+            lost = o.throughput_lost()
+            print(
+                f"{sink:<10}{c:>5}  {o.per_request_ms('p50'):>8.3f} [{lo50:6.3f}, {hi50:6.3f}]"
+                f"  {o.per_hop_ms('p50'):>12.3f}  {o.per_request_ms('p90'):>8.3f} "
+                f"[{lo90:6.3f}, {hi90:6.3f}]  {lost * 100:>15.1f}%"
+                f"   ({time.monotonic() - started:.0f} s)",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""What tracing costs the chain: the same services traced and untraced, side by side.
+
+Two chains run at once on loopback, one with the OpenTelemetry SDK on in every service
+and one with ``OTEL_SDK_DISABLED=true``; a plain, untraced client sends them the same
+streamed requests in interleaved pairs of runs (traced first in one pair, untraced
+first in the next), so drifts of a shared, noisy machine fall on both. The cost is the
+difference of the two runs' latency percentiles, per request and per hop (the
+gateway, app and model each add one server), and at concurrency > 1 the throughput
+the traced chain loses. Spans go to the embedded collector, or with ``sink="ack"`` to
+a receiver that only acknowledges, so the collector's CPU is not counted as the
+tracer's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from demo_app.chain import Chain
+
+__all__ = ["HOPS", "Overhead", "PairResult", "ack_receiver", "measure_overhead"]
+
+#: Services a request passes through, each with its own tracing.
+HOPS = 3
+_BODY = {
+    "model": "sim-1",
+    "messages": [{"role": "user", "content": "How much does tracing cost?"}],
+    "max_tokens": 8,
+    "temperature": 0.0,
+    "stream": True,
+}
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """One interleaved pair of runs: latency percentiles (ms) and throughput (req/s)."""
+
+    traced_p50: float
+    untraced_p50: float
+    traced_p90: float
+    untraced_p90: float
+    traced_rps: float
+    untraced_rps: float
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """The pairs and what they say: medians over the pairs, with the spread."""
+
+    concurrency: int
+    requests: int
+    sink: str
+    pairs: tuple[PairResult, ...]
+
+    def _deltas(self, key: str) -> list[float]:
+        return [getattr(p, f"traced_{key}") - getattr(p, f"untraced_{key}") for p in self.pairs]
+
+    def per_request_ms(self, key: str = "p50") -> float:
+        """Median over the pairs of traced minus untraced latency (``p50`` or ``p90``)."""
+        return statistics.median(self._deltas(key))
+
+    def per_hop_ms(self, key: str = "p50") -> float:
+        """:meth:`per_request_ms` divided by the hops."""
+        return self.per_request_ms(key) / HOPS
+
+    def spread_ms(self, key: str = "p50") -> tuple[float, float]:
+        """The smallest and largest per-request difference over the pairs."""
+        deltas = self._deltas(key)
+        return min(deltas), max(deltas)
+
+    def throughput_lost(self) -> float:
+        """Median over the pairs of 1 - traced / untraced requests per second."""
+        return statistics.median(1 - p.traced_rps / p.untraced_rps for p in self.pairs)
+
+
+@contextmanager
+def ack_receiver() -> Iterator[str]:
+    """An OTLP/HTTP endpoint that reads each request and answers 200, storing nothing."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                await reader.readexactly(length)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n"
+                    b"content-length: 0\r\n\r\n"
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            writer.close()
+
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(asyncio.start_server(handle, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, name="hoptrace-ack", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        server.close()
+        loop.close()
+
+
+async def _run(url: str, key: str, requests: int, concurrency: int) -> tuple[list[float], float]:
+    """Latencies (ms) of ``requests`` streamed requests and the wall time (s)."""
+    latencies: list[float] = []
+    left = requests
+    headers = {"authorization": f"Bearer {key}"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def worker() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                started = time.perf_counter()
+                async with client.stream("POST", url, json=_BODY, headers=headers) as resp:
+                    async for _ in resp.aiter_raw():
+                        pass
+                    if resp.status_code != 200:
+                        raise RuntimeError(f"the chain answered {resp.status_code}")
+                latencies.append((time.perf_counter() - started) * 1000)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies, time.perf_counter() - started
+
+
+def measure_overhead(
+    *,
+    requests: int = 300,
+    warmup: int = 20,
+    pairs: int = 5,
+    concurrency: int = 1,
+    sink: str = "collector",
+    profile: str = "loopback",
+    progress: Callable[[int, int], None] | None = None,
+) -> Overhead:
+    """Measure what tracing adds to the demo chain (see the module docstring).
+
+    Raises:
+        ValueError: a bad count or sink.
+    """
+    if requests < 1 or pairs < 1 or concurrency < 1 or warmup < 0:
+        raise ValueError("requests, pairs and concurrency must be positive, warmup not negative")
+    if sink not in ("collector", "ack"):
+        raise ValueError(f"sink must be 'collector' or 'ack', got {sink!r}")
+    with tempfile.TemporaryDirectory(prefix="hoptrace-overhead-") as tmp, _sink(sink) as endpoint:
+        traced = Chain(Path(tmp) / "traced.db", profile=profile, otlp_endpoint=endpoint)
+        untraced = Chain(Path(tmp) / "untraced.db", profile=profile, traced=False)
+        with traced, untraced:
+            chains = {"traced": traced, "untraced": untraced}
+            for chain in chains.values():
+                url = chain.base_url + "/chat/completions"
+                asyncio.run(_run(url, chain.api_key, warmup, concurrency))
+            results = []
+            for n in range(pairs):
+                order = ["traced", "untraced"] if n % 2 == 0 else ["untraced", "traced"]
+                got = {}
+                for name in order:
+                    chain = chains[name]
+                    got[name] = asyncio.run(
+                        _run(
+                            chain.base_url + "/chat/completions",
+                            chain.api_key,
+                            requests,
+                            concurrency,
+                        )  # fmt: skip
+                    )
+                (t_lat, t_wall), (u_lat, u_wall) = got["traced"], got["untraced"]
+                t50, t90 = np.percentile(t_lat, [50, 90])
+                u50, u90 = np.percentile(u_lat, [50, 90])
+                results.append(
+                    PairResult(
+                        float(t50),
+                        float(u50),
+                        float(t90),
+                        float(u90),
+                        requests / t_wall,
+                        requests / u_wall,
+                    )  # fmt: skip
+                )
+                if progress is not None:
+                    progress(n + 1, pairs)
+    return Overhead(concurrency, requests, sink, tuple(results))
+
+
+@contextmanager
+def _sink(kind: str) -> Iterator[str | None]:
+    if kind == "ack":
+        with ack_receiver() as endpoint:
+            yield endpoint
+    else:
+        yield None

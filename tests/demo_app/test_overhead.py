@@ -1,0 +1,79 @@
+"""The tracing-cost measurement: an untraced chain really sends nothing, the ack-only
+receiver acknowledges OTLP, and the numbers are traced minus untraced."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from collector import SpanStore
+from demo_app.chain import Chain
+from demo_app.overhead import HOPS, Overhead, PairResult, ack_receiver, measure_overhead
+from tracer.analysis import load
+
+# Boots real service processes on loopback ports: run with -m integration.
+pytestmark = pytest.mark.integration
+
+
+def _chat(chain: Chain) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    resp = httpx.post(
+        chain.base_url + "/chat/completions",
+        json=body,
+        headers={"authorization": f"Bearer {chain.api_key}"},
+        timeout=30,
+    )
+    assert resp.status_code == 200
+
+
+def test_an_untraced_chain_answers_and_exports_no_span(tmp_path):
+    with Chain(tmp_path / "u.db", profile="loopback", traced=False) as chain:
+        for _ in range(3):
+            _chat(chain)
+        # The services' batch processors would have exported within 100 ms
+        # (OTEL_BSP_SCHEDULE_DELAY in conftest): stop them, which flushes what they hold.
+    with SpanStore(tmp_path / "u.db") as store:
+        assert store.count() == 0
+
+
+def test_ack_receiver_acknowledges_otlp_and_keeps_nothing():
+    with ack_receiver() as endpoint:
+        for _ in range(2):  # one connection, two requests: keep-alive works
+            resp = httpx.post(
+                endpoint + "/v1/traces",
+                content=b"\x0a\x00" * 100,
+                headers={"content-type": "application/x-protobuf"},
+            )
+            assert resp.status_code == 200 and resp.content == b""
+
+
+def test_overhead_is_traced_minus_untraced_median_over_pairs():
+    pairs = (
+        PairResult(10.0, 9.0, 20.0, 18.0, 100.0, 100.0),
+        PairResult(10.6, 9.0, 20.0, 19.0, 95.0, 100.0),
+        PairResult(9.2, 9.0, 20.0, 17.0, 90.0, 100.0),
+    )
+    o = Overhead(1, 100, "ack", pairs)
+    assert o.per_request_ms("p50") == pytest.approx(1.0)
+    assert o.per_hop_ms("p50") == pytest.approx(1.0 / HOPS)
+    assert o.spread_ms("p50") == pytest.approx((0.2, 1.6))
+    assert o.per_request_ms("p90") == pytest.approx(2.0)
+    assert o.throughput_lost() == pytest.approx(0.05)
+
+
+def test_measure_overhead_runs_both_chains_through_both_sinks():
+    for sink in ("collector", "ack"):
+        o = measure_overhead(requests=8, warmup=2, pairs=2, sink=sink)
+        assert len(o.pairs) == 2
+        assert all(p.traced_p50 > 0 and p.untraced_p50 > 0 for p in o.pairs)
+        assert all(p.traced_rps > 0 and p.untraced_rps > 0 for p in o.pairs)
+
+
+def test_a_traced_chain_exports_spans(tmp_path):
+    with Chain(tmp_path / "t.db", profile="loopback") as chain:
+        _chat(chain)
+    assert {s.service for spans in load([tmp_path / "t.db"]).traces.values() for s in spans} >= {
+        "gateway",
+        "app",
+        "model",
+    }
