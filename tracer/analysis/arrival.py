@@ -14,6 +14,8 @@ from collections.abc import Collection, Iterable
 
 from tracer._errors import ConfigError
 from tracer.analysis.loaders import load
+from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
+from tracer.analysis.loaders.url import is_url, resolve_backend
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span
 
@@ -46,20 +48,23 @@ def wait_for_traces(
     since_s: float,
     services: Collection[str] = (),
     min_services: int = 1,
-    backend_service: str | None = None,
+    backend: str = "auto",
+    listener: Listener = QUIET,
     poll_s: float = 0.3,
 ) -> tuple[TraceSet, int]:
     """Read ``source`` until every trace in ``trace_ids`` is complete, or the deadline.
 
     Args:
-        source: a span store path or a trace backend URL.
+        source: a span store path or a trace backend URL (Jaeger, Tempo), which is
+            asked for the traces by id, and again only for those still incomplete.
         trace_ids: the traces waited for.
         deadline_s: give up after this many seconds.
         since_s: read only traces that started within this many seconds (a store grows).
         services: services every trace must have (more are learnt from the traces).
         min_services: traces must have at least this many services (2: a client
             and the server it called).
-        backend_service: for a backend URL, the service to search by.
+        backend: for a URL: ``auto`` (ask it, once), ``jaeger`` or ``tempo``.
+        listener: told which backend a URL is and how fetching goes.
         poll_s: pause between reads.
 
     Returns:
@@ -68,28 +73,35 @@ def wait_for_traces(
     Raises:
         ConfigError: a bad source option (other read errors are retried until the
             deadline: a store still empty, a backend still indexing).
+        SourceError: a URL that answers as neither Jaeger nor Tempo.
     """
-    wanted = set(trace_ids)
+    wanted = set(trace_ids_of(trace_ids))
+    remote = is_url(source)
+    if remote:
+        backend = resolve_backend(source, backend, listener)
     begun = time.monotonic()
     end = begun + deadline_s
+    have = TraceSet()
+    incomplete: set[str] = set()
     while True:
         since = f"{since_s + time.monotonic() - begun:.0f}s"
         try:
-            if source.startswith(("http://", "https://")):
-                found = load(
-                    [source], service=backend_service, limit=len(wanted) + 100, since=since
-                )
+            if remote:
+                pending = (wanted - set(have.traces)) | incomplete
+                found = load([source], backend=backend, trace_ids=pending, listener=listener)
+                have = TraceSet({**have.traces, **found.traces}, found.warnings)
             else:
-                found = load([source], since=since)
+                have = load([source], since=since).subset(wanted)
         except ConfigError:
             raise
         except Exception:  # noqa: BLE001 - a store still empty, a backend still indexing
-            found = TraceSet()
-        have = found.subset(wanted)
+            pass
         expected = run_services(have.traces.values(), services)
-        incomplete = sum(
-            1 for spans in have.traces.values() if not is_complete(spans, expected, min_services)
-        )
+        incomplete = {
+            tid
+            for tid, spans in have.traces.items()
+            if not is_complete(spans, expected, min_services)
+        }
         if (not incomplete and len(have.traces) == len(wanted)) or time.monotonic() > end:
-            return have, incomplete
+            return have, len(incomplete)
         time.sleep(poll_s)

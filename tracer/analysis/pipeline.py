@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders import load, parse_duration
+from tracer.analysis.loaders._http import QUIET, Listener
 from tracer.analysis.prepare import StageMap
 from tracer.analysis.traceset import TraceFilter, TraceSet
 
@@ -30,13 +31,17 @@ def analyze_sources(
     limit: int | None = None,
     keep_traces: bool = False,
     progress: Progress | None = None,
+    backend: str = "auto",
+    query: str | None = None,
+    listener: Listener = QUIET,
 ) -> tuple[Analysis, TraceSet | None]:
     """Load and attribute the selected traces of ``sources``.
 
     Large OTLP JSON-lines files (``HOPTRACE_WORKERS`` processes, one per CPU by
     default) are read in byte ranges by worker processes, with the same result as the
     serial path; that path keeps no spans, so it is taken only when ``keep_traces`` is
-    false and no ``limit`` asks for the newest traces.
+    false and no ``limit`` asks for the newest traces. ``backend``, ``query`` and
+    ``listener`` are for trace backend URLs, as in :func:`load`.
 
     Returns:
         The analysis, and the loaded traces (None when the parallel path ran).
@@ -44,12 +49,20 @@ def analyze_sources(
     Raises:
         SourceError, NoUsableDataError, ConfigError: as :func:`load` and :func:`analyze`.
     """
-    if not keep_traces and limit is None:
+    if not keep_traces and limit is None and query is None:
         result = _parallel(sources, group_by, stage_map, service, operation, run, since, progress)
         if result is not None:
             return result, None
     traces = load(
-        list(sources), service=service, operation=operation, limit=limit, since=since, run=run
+        list(sources),
+        service=service,
+        operation=operation,
+        limit=limit,
+        since=since,
+        run=run,
+        backend=backend,
+        query=query,
+        listener=listener,
     )
     return analyze(traces, group_by, stage_map), traces
 

@@ -85,9 +85,12 @@ class Selection:
     since: str | None = None
     run: str | None = None
     stage_map_path: str | None = None
+    backend: str = "auto"
+    query: str | None = None
 
-    def load(self, sources: tuple[str, ...]) -> Any:
-        """The selected traces of ``sources`` as a TraceSet."""
+    def load(self, sources: tuple[str, ...], listener: Any = None) -> Any:
+        """The selected traces of ``sources`` as a TraceSet; ``listener`` (from
+        :func:`busy`) hears which backend a URL is and how fetching goes."""
         from tracer.analysis import load
 
         return load(
@@ -97,6 +100,9 @@ class Selection:
             limit=self.limit,
             since=self.since,
             run=self.run,
+            backend=self.backend,
+            query=self.query,
+            listener=listener if listener is not None else _Notices(),
         )
 
     def stage_map(self) -> Any:
@@ -116,18 +122,28 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         since: str | None,
         run_name: str | None,
         stage_map: str | None,
+        backend: str,
+        query: str | None,
         **kwargs: Any,
     ) -> Any:
-        selection = Selection(service, operation, limit, since, run_name, stage_map)
+        selection = Selection(
+            service, operation, limit, since, run_name, stage_map, backend=backend, query=query
+        )
         return func(*args, selection=selection, **kwargs)
 
     for option in reversed(
         [
             click.option("--service", help="Keep traces that contain a span of this service."),
             click.option("--operation", help="Keep traces that contain a span of this operation."),
-            click.option("--limit", type=int, help="Keep the most recent N traces."),
             click.option(
-                "--since", help="Keep traces that started within this time (15m, 2h, 1d)."
+                "--limit",
+                type=int,
+                help="Keep the most recent N traces (a Jaeger or Tempo URL: 100 if not given).",
+            ),
+            click.option(
+                "--since",
+                help="Keep traces that started within this time (15m, 2h, 1d; a URL: 1h if not "
+                "given).",
             ),
             click.option(
                 "--run",
@@ -139,15 +155,52 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 type=click.Path(dir_okay=False),
                 help="TOML file mapping service/operation patterns to stages.",
             ),
+            click.option(
+                "--backend",
+                type=click.Choice(("auto", "jaeger", "tempo")),
+                default="auto",
+                show_default=True,
+                help="What a URL source is; auto asks it.",
+            ),
+            click.option(
+                "--query",
+                metavar="TRACEQL",
+                help="Grafana Tempo: search with this TraceQL instead of the one made of "
+                "--service and --operation (which still select among the traces found).",
+            ),
         ]
     ):
         command = option(command)
     return command
 
 
+class _Notices:
+    """What a trace backend URL turned out to be (one line on stderr), and how fetching
+    its traces goes (the spinner's text, on terminals)."""
+
+    def __init__(self, console: Any = None, status: Any = None, what: str = "") -> None:
+        self._console = console
+        self._status = status
+        self._what = what
+
+    def found(self, message: str) -> None:
+        if self._console is None:
+            click.echo(f"hoptrace: {message}", err=True)
+        else:
+            self._console.print(f"hoptrace: {message}", markup=False, highlight=False)
+
+    def fetched(self, done: int, total: int) -> None:
+        if self._status is not None:
+            self._status.update(f"{self._what}: {done:,} of {total:,} traces fetched")
+
+
 @contextlib.contextmanager
-def busy(sources: tuple[str, ...], what: str) -> Iterator[None]:
-    """A spinner on stderr (terminals only) while large or remote sources are read."""
+def busy(sources: tuple[str, ...], what: str) -> Iterator[_Notices]:
+    """A spinner on stderr (terminals only) while large or remote sources are read.
+
+    It yields the listener to give :meth:`Selection.load`: which backend a URL is
+    goes to stderr, the count of traces fetched into the spinner.
+    """
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -157,11 +210,11 @@ def busy(sources: tuple[str, ...], what: str) -> Iterator[None]:
         size += path.stat().st_size if path.is_file() else 0
     remote = any(is_url(s) for s in sources)
     if not console.is_terminal or (size < 16 * 1024 * 1024 and not remote):
-        yield
+        yield _Notices()
         return
     label = f"{what} ({size / 1e6:,.0f} MB)" if size else what
-    with console.status(label):
-        yield
+    with console.status(label) as status:
+        yield _Notices(console, status, what)
 
 
 def source_label(sources: tuple[str, ...]) -> str:

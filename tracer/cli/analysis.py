@@ -54,7 +54,7 @@ def _analyze(
     """Analysis and (when kept) traces of the selected sources, with progress."""
     from tracer.analysis import analyze_sources
 
-    with busy(sources, what), _byte_progress() as bar:
+    with busy(sources, what) as notices, _byte_progress() as bar:
         task = bar.add_task("reading", total=None)
 
         def show(phase: str, done: int, total: int) -> None:
@@ -74,6 +74,9 @@ def _analyze(
             limit=selection.limit,
             keep_traces=keep_traces,
             progress=show,
+            backend=selection.backend,
+            query=selection.query,
+            listener=notices,
         )
 
 
@@ -116,8 +119,9 @@ def analyze(
 ) -> None:
     """Attribute each trace's time to stages along its critical path and aggregate.
 
-    SOURCES: span store files, OTLP JSON or Jaeger JSON files, folders, or a Jaeger
-    URL (http://host:16686); the default span store when none is given.
+    SOURCES: span store files, OTLP, Jaeger or Tempo JSON files, folders, or a Jaeger
+    or Grafana Tempo URL (http://host:16686, http://host:3200); the default span store
+    when none is given.
     """
     from tracer.analysis import render
 
@@ -173,8 +177,8 @@ def whatif(
     from tracer.analysis import render, what_if
 
     smap = selection.stage_map()
-    with busy(sources, "reading and retiming traces"):
-        traces = selection.load(sources)
+    with busy(sources, "reading and retiming traces") as notices:
+        traces = selection.load(sources, notices)
         if split_by is not None:
             parts = _split_whatif(traces, split_by, stage, speedup, smap)
             render_as(
@@ -314,8 +318,8 @@ def report(
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
     smap = selection.stage_map()
-    with busy(sources, "reading and attributing traces"):
-        traces = selection.load(sources)
+    with busy(sources, "reading and attributing traces") as notices:
+        traces = selection.load(sources, notices)
         result = run(traces, group_by, smap)
         views: dict[str, Any] = {}
         if whatif_stage is not None and speedup is not None:
@@ -363,7 +367,8 @@ def check(
 
     limits = load_budget(budget)
     smap = selection.stage_map()
-    traces = selection.load(sources)
+    with busy(sources, "reading traces") as notices:
+        traces = selection.load(sources, notices)
     if split_by is not None:
         from tracer.analysis.split import split_by as split
 

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tracer._errors import ConfigError
-from tracer.cli._common import format_option, render_as
+from tracer.cli._common import busy, format_option, render_as
 
 __all__ = ["COMMANDS"]
 
@@ -57,9 +57,11 @@ def _knee_ids(result: Any) -> tuple[set[str], set[str]]:
 
 
 def _traces_of(result: Any, source: str, wait_s: float, since_s: float, everything: bool) -> Any:
-    """The bench's traces from ``source``: all measured ones, or the knee's two levels."""
+    """The bench's traces from ``source``: all measured ones, or the knee's two levels
+    (from a Jaeger or Tempo URL: fetched by id); None when ``source`` cannot be read."""
     from rich.console import Console
 
+    from tracer._errors import SourceError
     from tracer.analysis.arrival import wait_for_traces
 
     if everything or result.knee is None:
@@ -68,14 +70,19 @@ def _traces_of(result: Any, source: str, wait_s: float, since_s: float, everythi
         base, knee = _knee_ids(result)
         wanted = base | knee
     Console(stderr=True).print(f"waiting for {len(wanted)} traces in {source}")
-    traces, partial = wait_for_traces(
-        source,
-        wanted,
-        deadline_s=wait_s,
-        since_s=since_s,
-        min_services=2,  # the bench's client and the server it called
-        backend_service=os.environ.get("OTEL_SERVICE_NAME") or "client",
-    )
+    try:
+        with busy((source,), f"waiting for {len(wanted)} traces") as notices:
+            traces, partial = wait_for_traces(
+                source,
+                wanted,
+                deadline_s=wait_s,
+                since_s=since_s,
+                min_services=2,  # the bench's client and the server it called
+                listener=notices,
+            )
+    except SourceError as exc:
+        result.notes.append(f"the traces were not read: {exc}")
+        return None
     missing = len(wanted) - len(traces.traces)
     if missing:
         result.notes.append(f"{missing} of {len(wanted)} traces were not found in {source}")
@@ -135,8 +142,8 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
 @click.option(
     "--traces",
     "traces_source",
-    help="Where the server's spans land (span store or Jaeger URL), to name the stage "
-    "that grew at the knee [default: the default span store, if it exists].",
+    help="Where the server's spans land (span store, Jaeger or Tempo URL), to name the "
+    "stage that grew at the knee [default: the default span store, if it exists].",
 )
 @click.option(
     "--traces-wait",

@@ -1,7 +1,8 @@
 """Loaders: turn any trace source into a :class:`TraceSet` (sources: README, Analyze).
 
-A source is a span store file, an OTLP JSON or Jaeger JSON file, a folder of them,
-or a Jaeger query URL. The format of a file is told from its content.
+A source is a span store file, an OTLP JSON, Jaeger JSON or Tempo JSON file, a folder
+of them, or a Jaeger or Grafana Tempo query URL (docs/sources.md). The format of a
+file is told from its content; what a URL is, by asking it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,15 @@ import io
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis._parallel import gc_paused
+from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.files import load_file, load_stream
-from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.store import load_store
+from tracer.analysis.loaders.url import is_url, load_url
 from tracer.analysis.traceset import TraceFilter, TraceSet
 
 __all__ = ["load", "parse_duration"]
@@ -53,24 +55,37 @@ def load(
     limit: int | None = None,
     since: str | None = None,
     run: str | None = None,
+    backend: str = "auto",
+    query: str | None = None,
+    trace_ids: Collection[str] | None = None,
+    listener: Listener = QUIET,
 ) -> TraceSet:
     """Load every source into one :class:`TraceSet`.
 
     Args:
-        sources: files, folders, store files or Jaeger URLs, ``-`` for standard input;
-            the default store when empty.
+        sources: files, folders, store files, Jaeger or Tempo URLs, ``-`` for standard
+            input; the default store when empty.
         service: keep the traces that contain a span of this service.
         operation: keep the traces that contain a span of this operation.
         limit: keep the most recent N traces.
         since: keep the traces that started within this duration (``15m``, ``2h``).
         run: keep the traces with a span whose ``hoptrace.run`` matches this glob.
+        backend: what a URL is: ``auto`` (ask it), ``jaeger`` or ``tempo``.
+        query: TraceQL for a Tempo URL's search, instead of the one made of
+            ``service`` and ``operation`` (which still select among the traces found).
+        trace_ids: only these traces; a URL is asked for them by id, not searched.
+        listener: told which backend a URL is and how fetching many traces goes.
 
     Raises:
-        SourceError: a source that does not exist or cannot be opened.
-        ConfigError: a bad ``since`` or ``limit``.
+        SourceError: a source that does not exist, cannot be opened, or a backend
+            that does not answer or refuses the search.
+        ConfigError: a bad ``since``, ``limit`` or ``backend``, or a ``query``
+            without a Tempo URL.
     """
     with gc_paused():
-        return _load(sources, service, operation, limit, since, run)
+        return _load(
+            sources, service, operation, limit, since, run, backend, query, trace_ids, listener
+        )
 
 
 def _load(
@@ -80,6 +95,10 @@ def _load(
     limit: int | None,
     since: str | None,
     run: str | None,
+    backend: str = "auto",
+    query: str | None = None,
+    trace_ids: Collection[str] | None = None,
+    listener: Listener = QUIET,
 ) -> TraceSet:
     if limit is not None and limit <= 0:
         raise ConfigError(f"limit must be a positive number of traces, got {limit!r}")
@@ -89,17 +108,24 @@ def _load(
         from collector.store import default_store_path
 
         sources = [default_store_path()]
+    if query and not any(is_url(str(s)) for s in sources):
+        raise ConfigError("--query is TraceQL for a Grafana Tempo URL; no source here is a URL")
+    ids = None if trace_ids is None else trace_ids_of(trace_ids)
     traceset = TraceSet()
     for source in sources:
         text = str(source)
-        if text.startswith(("http://", "https://")):
-            load_jaeger(
+        if is_url(text):
+            load_url(
                 text,
                 traceset,
+                backend=backend,
                 service=service,
                 operation=operation,
+                query=query,
                 lookback_s=lookback_s if lookback_s is not None else 3600.0,
-                limit=limit or 100,
+                limit=limit,
+                trace_ids=ids,
+                listener=listener,
             )
             continue
         if text == "-":
@@ -122,9 +148,11 @@ def _load(
         else:
             raise SourceError(
                 f"trace source {text!r} does not exist; give a trace file, a folder, a span "
-                "store or a Jaeger URL such as http://localhost:16686"
+                "store, or a Jaeger or Tempo URL such as http://localhost:16686"
             )
     traceset = traceset.keep(TraceFilter(service, operation, run, since_ns))
+    if ids is not None:
+        traceset = traceset.subset(ids)
     if limit is not None and len(traceset.traces) > limit:
         newest = sorted(
             traceset.traces.items(), key=lambda kv: min(s.start_ns for s in kv[1]), reverse=True

@@ -1,4 +1,5 @@
-"""Trace files: OTLP JSON (one object, or one per line), Jaeger v1 JSON and api/v3 JSON.
+"""Trace files: OTLP JSON (one object, or one per line), Jaeger v1 JSON and api/v3 JSON,
+and Tempo's trace JSON (``{"batches": [...]}``, ``{"trace": {"resourceSpans": [...]}}``).
 
 The format is told from the content, not the name. A file that cannot be read fully
 is not an error: what can be used is loaded, the rest is counted in the warnings.
@@ -29,6 +30,11 @@ def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
         if "result" in obj and isinstance(obj["result"], dict):
             traceset.add(spans_from_otlp_json(obj["result"], warnings))
             return True
+        if isinstance(obj.get("batches"), list):  # Tempo's /api/traces/<id>
+            traceset.add(spans_from_otlp_json({"resourceSpans": obj["batches"]}, warnings))
+            return True
+        if isinstance(obj.get("trace"), dict):  # Tempo's /api/v2/traces/<id>
+            return add_object(obj["trace"], traceset, origin)
         if "data" in obj and isinstance(obj["data"], list):
             for trace in obj["data"]:
                 traceset.add(spans_from_jaeger_trace(trace, warnings))

@@ -1,0 +1,206 @@
+"""What the trace backend loaders (Jaeger, Tempo) share: the HTTP client, the backends'
+own words about a failed request, and fetching many traces by id.
+
+Fetching runs at most :data:`FETCH_CONCURRENCY` requests at a time and goes on past
+bad answers: a timeout, a 5xx or a trace that is gone (404) is counted in the
+warnings (``skipped_traces`` and one message per source), and the rest are read.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+import orjson
+
+from tracer._errors import SourceError
+from tracer.analysis.loaders.files import add_object
+from tracer.analysis.traceset import TraceSet
+from tracer.spans.otlp import normalize_id
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "FETCH_CONCURRENCY",
+    "PROGRESS_AFTER",
+    "Fetched",
+    "Listener",
+    "QUIET",
+    "add_fetched",
+    "answer",
+    "error_text",
+    "fetch_each",
+    "get",
+    "http_client",
+    "json_of",
+    "trace_ids_of",
+]
+
+#: Traces fetched from one backend at the same time.
+FETCH_CONCURRENCY = 8
+#: Progress is reported when more traces than this are fetched.
+PROGRESS_AFTER = 36
+#: Traces read from a backend search when no limit is given.
+DEFAULT_LIMIT = 100
+#: Seconds one request may take.
+TIMEOUT_S = 30.0
+
+
+class Listener(Protocol):
+    """What a backend loader tells its caller while it works (the CLI: on stderr)."""
+
+    def found(self, message: str) -> None:
+        """One line: which backend a URL turned out to be."""
+
+    def fetched(self, done: int, total: int) -> None:
+        """``done`` of ``total`` traces fetched by id (only when more than a few dozen)."""
+
+
+class _Quiet:
+    def found(self, message: str) -> None:
+        pass
+
+    def fetched(self, done: int, total: int) -> None:
+        pass
+
+
+#: A listener that says nothing (library calls).
+QUIET: Listener = _Quiet()
+
+
+def http_client(timeout_s: float = TIMEOUT_S) -> httpx.Client:
+    """A client for one backend: JSON answers, at most :data:`FETCH_CONCURRENCY` connections."""
+    return httpx.Client(
+        timeout=timeout_s,
+        limits=httpx.Limits(max_connections=FETCH_CONCURRENCY),
+        headers={"Accept": "application/json", "User-Agent": "hoptrace"},
+    )
+
+
+def get(
+    client: httpx.Client, url: str, params: dict[str, Any] | None = None, *, who: str
+) -> httpx.Response:
+    """GET ``url``; a backend that does not answer at all is a :class:`SourceError`."""
+    try:
+        return client.get(url, params=params)
+    except httpx.HTTPError as exc:
+        raise SourceError(f"{who} at {url!r} did not answer ({exc}); is it running?") from exc
+
+
+def json_of(resp: httpx.Response) -> Any:
+    """The answer's JSON, or None when it is not JSON (an HTML page, a plain 404)."""
+    try:
+        return orjson.loads(resp.content)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def error_text(resp: httpx.Response) -> str:
+    """The backend's own words about a failed request, on one line.
+
+    Jaeger's api/v3 writes ``{"error": {"httpCode", "message"}}``, its v1 API
+    ``{"errors": [{"code", "msg"}]}``, Tempo plain text.
+    """
+    body = json_of(resp)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        errors = body.get("errors")
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            return str(errors[0].get("msg") or errors[0])[:300]
+    lines = resp.text.strip().splitlines()
+    return lines[0][:300] if lines else resp.reason_phrase
+
+
+def trace_ids_of(values: Collection[str]) -> list[str]:
+    """Trace ids as 32 lower-case hex digits (hex of any width, or base64), sorted."""
+    return sorted({tid for v in values if (tid := normalize_id(v, 32)) is not None})
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """One trace asked for by id: the parsed answer, or why there is none."""
+
+    trace_id: str
+    body: Any = None
+    problem: str | None = None
+
+
+def fetch_each(
+    trace_ids: list[str], fetch: Callable[[str], Fetched], listener: Listener
+) -> Iterator[Fetched]:
+    """``fetch(id)`` for every id, :data:`FETCH_CONCURRENCY` at a time, as they finish.
+
+    A request that raises (a timeout, a refused connection) becomes a
+    :class:`Fetched` with its problem; progress goes to ``listener`` when more than
+    :data:`PROGRESS_AFTER` traces are fetched.
+    """
+    total = len(trace_ids)
+    pool = cf.ThreadPoolExecutor(max_workers=FETCH_CONCURRENCY, thread_name_prefix="hoptrace")
+    try:
+        futures = [pool.submit(_guarded, fetch, tid) for tid in trace_ids]
+        for done, future in enumerate(cf.as_completed(futures), 1):
+            if total > PROGRESS_AFTER:
+                listener.fetched(done, total)
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _guarded(fetch: Callable[[str], Fetched], trace_id: str) -> Fetched:
+    try:
+        return fetch(trace_id)
+    except httpx.TimeoutException:
+        return Fetched(trace_id, problem="timed out")
+    except httpx.HTTPError as exc:
+        return Fetched(trace_id, problem=f"failed ({type(exc).__name__})")
+
+
+def answer(trace_id: str, resp: httpx.Response) -> Fetched:
+    """A :class:`Fetched` from one answer: its JSON when 200, else its status."""
+    if resp.status_code == 200:
+        body = json_of(resp)
+        if body is None:
+            return Fetched(trace_id, problem="not JSON")
+        return Fetched(trace_id, body)
+    if resp.status_code == 404:
+        return Fetched(trace_id, problem="not found (404)")
+    return Fetched(trace_id, problem=f"answered {resp.status_code}")
+
+
+def add_fetched(
+    traceset: TraceSet,
+    results: Iterator[Fetched],
+    origin: str,
+    total: int,
+    check: Callable[[Fetched], None] | None = None,
+) -> None:
+    """Add each fetched trace to ``traceset``; count and describe the ones that failed.
+
+    ``check`` looks at each good answer first (to note a partial trace, say).
+    """
+    problems: list[Fetched] = []
+    for item in results:
+        if item.problem is None:
+            if check is not None:
+                check(item)
+            before = len(traceset.traces.get(item.trace_id, ()))
+            added = add_object(item.body, traceset, origin)
+            if added and len(traceset.traces.get(item.trace_id, ())) > before:
+                continue
+            item = Fetched(item.trace_id, problem="without spans")
+        problems.append(item)
+    if not problems:
+        return
+    traceset.warnings.skipped_traces += len(problems)
+    kinds = Counter(p.problem for p in problems)
+    parts = ", ".join(f"{n} {kind}" for kind, n in kinds.most_common())
+    example = min(p.trace_id for p in problems)
+    traceset.warnings.note(
+        f"{origin}: {len(problems)} of {total} traces could not be read ({parts}; "
+        f"e.g. {example}); the others were analysed"
+    )

@@ -1,0 +1,123 @@
+"""A trace backend's URL: which backend it is (asked, or given), then read it.
+
+Grafana Tempo answers ``GET /api/status/buildinfo`` with its version (2.3 and later;
+older ones answer ``GET /api/echo`` with ``echo``); Jaeger answers
+``GET /api/v3/services`` (or ``/api/services``) with its service list. An answer
+from neither is one clear :class:`SourceError`.
+"""
+
+from __future__ import annotations
+
+from tracer._errors import ConfigError, SourceError
+from tracer.analysis.loaders._http import QUIET, Listener, get, http_client, json_of
+from tracer.analysis.loaders.jaeger_query import load_jaeger
+from tracer.analysis.loaders.tempo import load_tempo
+from tracer.analysis.traceset import TraceSet
+
+__all__ = ["BACKENDS", "is_url", "load_url", "resolve_backend"]
+
+#: What ``--backend`` takes.
+BACKENDS = ("auto", "jaeger", "tempo")
+
+
+def is_url(source: str) -> bool:
+    """True for an http(s) URL (a trace backend), False for a path."""
+    return source.startswith(("http://", "https://"))
+
+
+def resolve_backend(url: str, backend: str = "auto", listener: Listener = QUIET) -> str:
+    """``"jaeger"`` or ``"tempo"``: ``backend`` itself, or, for ``"auto"``, what the URL
+    answers as (``listener`` is told which).
+
+    Raises:
+        ConfigError: ``backend`` is not one of :data:`BACKENDS`.
+        SourceError: nothing answers at ``url``, or it answers as neither backend.
+    """
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend != "auto":
+        return backend
+    base = url.rstrip("/")
+    with http_client(timeout_s=10.0) as client:
+        resp = get(client, f"{base}/api/status/buildinfo", who="the trace backend")
+        info = json_of(resp) if resp.status_code == 200 else None
+        if isinstance(info, dict) and "version" in info and "goVersion" in info:
+            listener.found(f"{url} is Grafana Tempo {info['version']}")
+            return "tempo"
+        tempo_said = resp.status_code
+        for path, key in (("/api/v3/services", "services"), ("/api/services", "data")):
+            resp = get(client, base + path, who="the trace backend")
+            body = json_of(resp) if resp.status_code == 200 else None
+            if isinstance(body, dict) and key in body:
+                listener.found(f"{url} is Jaeger")
+                return "jaeger"
+        jaeger_said = resp.status_code
+        resp = get(client, f"{base}/api/echo", who="the trace backend")
+        if resp.status_code == 200 and resp.text.strip() == "echo":
+            listener.found(f"{url} is Grafana Tempo (before 2.3)")
+            return "tempo"
+    raise SourceError(
+        f"{url!r} answers neither as Grafana Tempo (GET /api/status/buildinfo: {tempo_said}) "
+        f"nor as Jaeger (GET /api/services: {jaeger_said}); give Tempo's or Jaeger's query "
+        "URL (http://host:3200, http://host:16686), or say which with --backend"
+    )
+
+
+def load_url(
+    url: str,
+    traceset: TraceSet,
+    *,
+    backend: str = "auto",
+    service: str | None = None,
+    operation: str | None = None,
+    query: str | None = None,
+    lookback_s: float = 3600.0,
+    limit: int | None = None,
+    trace_ids: list[str] | None = None,
+    listener: Listener = QUIET,
+) -> None:
+    """Read the traces of a Jaeger or Tempo URL into ``traceset``.
+
+    Args:
+        url: the backend's query URL.
+        backend: ``auto`` (ask the URL), ``jaeger`` or ``tempo``.
+        service, operation: search for traces with a span of these.
+        query: TraceQL (Tempo only) to search with instead.
+        lookback_s: search the traces that started within this many seconds.
+        limit: read at most this many traces (the backends' default when None).
+        trace_ids: read these traces by id, without a search.
+        listener: told which backend answered, and the progress of long fetches.
+
+    Raises:
+        ConfigError: a TraceQL ``query`` for Jaeger, or a bad ``backend``.
+        SourceError: the backend does not answer or refuses the search.
+    """
+    kind = resolve_backend(url, backend, listener)
+    if kind == "tempo":
+        load_tempo(
+            url,
+            traceset,
+            service=service,
+            operation=operation,
+            query=query,
+            lookback_s=lookback_s,
+            limit=limit,
+            trace_ids=trace_ids,
+            listener=listener,
+        )
+        return
+    if query and trace_ids is None:
+        raise ConfigError(
+            f"--query is TraceQL, which Grafana Tempo reads; {url} is Jaeger: "
+            "select with --service and --operation"
+        )
+    load_jaeger(
+        url,
+        traceset,
+        service=service,
+        operation=operation,
+        lookback_s=lookback_s,
+        limit=limit,
+        trace_ids=trace_ids,
+        listener=listener,
+    )
