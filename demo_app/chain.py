@@ -88,6 +88,7 @@ class Chain:
         log_dir: str | Path | None = None,
         traced: bool = True,
         otlp_endpoint: str | None = None,
+        protocol: str = "http/json",
     ):
         self.collector = BackgroundCollector(store_path, port=otlp_port)
         self.profile = profile
@@ -98,6 +99,7 @@ class Chain:
         self._logs: list[Any] = []
         self.log_dir = Path(log_dir) if log_dir else None
         self.traced = traced
+        self.protocol = protocol
         #: Where the services export spans: the embedded collector unless given.
         self.otlp_endpoint = otlp_endpoint
         self._speedup = speedup
@@ -140,6 +142,9 @@ class Chain:
         env[PARENT_PID_ENV] = str(os.getpid())
         if not self.traced:  # the same services with the OpenTelemetry SDK switched off
             env["OTEL_SDK_DISABLED"] = "true"
+        # OTLP JSON costs the services' export threads a fifth of the protobuf encoder's
+        # CPU (docs/overhead.md); the embedded collector and the Collector take both.
+        env["OTEL_EXPORTER_OTLP_PROTOCOL"] = self.protocol
         self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
         self._names.append(service)
 
