@@ -10,7 +10,7 @@ variable                                        keyword              default
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``,         ``endpoint``         ``http://127.0.0.1:4318``
 ``OTEL_EXPORTER_OTLP_ENDPOINT``                                      (the embedded collector)
 ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``,         ``protocol``         ``http/protobuf``
-``OTEL_EXPORTER_OTLP_PROTOCOL``
+``OTEL_EXPORTER_OTLP_PROTOCOL``                                      (or ``http/json``, ``grpc``)
 ``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``          parentbased_always_on
 ``OTEL_SDK_DISABLED``                           ``disabled``         false
 ``OTEL_BSP_*``                                  (the SDK reads them)
