@@ -61,6 +61,7 @@ class Overhead:
     requests: int
     sink: str
     pairs: tuple[PairResult, ...]
+    exports: int = 0  # export requests the ack sink received (0 with the collector)
 
     def _deltas(self, key: str) -> list[float]:
         return [getattr(p, f"traced_{key}") - getattr(p, f"untraced_{key}") for p in self.pairs]
@@ -84,8 +85,9 @@ class Overhead:
 
 
 @contextmanager
-def ack_receiver() -> Iterator[str]:
-    """An OTLP/HTTP endpoint that reads each request and answers 200, storing nothing."""
+def ack_receiver(on_export: Callable[[int], None] | None = None) -> Iterator[str]:
+    """An OTLP/HTTP endpoint that reads each request and answers 200, storing nothing;
+    ``on_export(bytes)`` is told of each request."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -96,6 +98,8 @@ def ack_receiver() -> Iterator[str]:
                     if line.lower().startswith(b"content-length:"):
                         length = int(line.split(b":", 1)[1])
                 await reader.readexactly(length)
+                if on_export is not None:
+                    on_export(length)
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\n"
                     b"content-length: 0\r\n\r\n"
@@ -112,9 +116,14 @@ def ack_receiver() -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+
+        async def close() -> None:
+            server.close()
+            await server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(close(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
-        server.close()
         loop.close()
 
 
@@ -162,7 +171,11 @@ def measure_overhead(
         raise ValueError("requests, pairs and concurrency must be positive, warmup not negative")
     if sink not in ("collector", "ack"):
         raise ValueError(f"sink must be 'collector' or 'ack', got {sink!r}")
-    with tempfile.TemporaryDirectory(prefix="hoptrace-overhead-") as tmp, _sink(sink) as endpoint:
+    received: list[int] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="hoptrace-overhead-") as tmp,
+        _sink(sink, received.append) as endpoint,
+    ):
         traced = Chain(Path(tmp) / "traced.db", profile=profile, otlp_endpoint=endpoint)
         untraced = Chain(Path(tmp) / "untraced.db", profile=profile, traced=False)
         with traced, untraced:
@@ -199,13 +212,13 @@ def measure_overhead(
                 )
                 if progress is not None:
                     progress(n + 1, pairs)
-    return Overhead(concurrency, requests, sink, tuple(results))
+    return Overhead(concurrency, requests, sink, tuple(results), len(received))
 
 
 @contextmanager
-def _sink(kind: str) -> Iterator[str | None]:
+def _sink(kind: str, on_export: Callable[[int], None]) -> Iterator[str | None]:
     if kind == "ack":
-        with ack_receiver() as endpoint:
+        with ack_receiver(on_export) as endpoint:
             yield endpoint
     else:
         yield None

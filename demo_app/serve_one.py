@@ -1,8 +1,10 @@
 """Run one demo service in this process: ``python -m demo_app.serve_one SERVICE ...``.
 
 Started by :class:`demo_app.chain.Chain`, the service ends when its parent dies, even
-by ``kill -9``: on Linux the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), and a
-watchdog thread checks the parent's pid every half second everywhere else.
+by ``kill -9``: on Linux the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``; it fires when
+the parent *thread* that started the child ends, which is why the chain starts its
+services from the thread that owns it), and a watchdog thread checks the parent's pid
+every half second everywhere.
 """
 
 from __future__ import annotations

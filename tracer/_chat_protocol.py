@@ -12,7 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["ProtocolError", "check_content_type", "chunk_content", "body_content"]
+__all__ = [
+    "ProtocolError",
+    "body_content",
+    "check_content_type",
+    "chunk_content",
+]
 
 _EXAMPLE_CHARS = 80
 

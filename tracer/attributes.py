@@ -23,6 +23,7 @@ __all__ = [
     "GEN_AI_COMPLETION_TOKENS",
     "GEN_AI_INPUT_TOKENS",
     "GEN_AI_LATENCY_DECODE",
+    "GEN_AI_LATENCY_E2E",
     "GEN_AI_LATENCY_INFERENCE",
     "GEN_AI_LATENCY_PREFILL",
     "GEN_AI_LATENCY_QUEUE",
@@ -135,6 +136,8 @@ TGI_INFERENCE_TIME = "inference_time"
 TRITON_QUEUE_START = "QUEUE_START"
 TRITON_COMPUTE_START = "COMPUTE_START"
 TRITON_COMPUTE_END = "COMPUTE_END"
+#: Triton's span for the model's execution, child of the model span.
+TRITON_COMPUTE_SPAN = "compute"
 #: Decoders keep the time of a phase event (Triton's) as an attribute: this prefix and
 #: the event name, Unix nanoseconds.
 EVENT_TIME_PREFIX = "hoptrace.event_ns."

@@ -157,3 +157,42 @@ def test_split_by_an_attribute_no_trace_has_is_one_line_and_exit_2(engine_file):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no.such.key" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_check_split_by_marks_a_stage_one_value_never_reaches_as_not_applicable(tmp_path):
+    # Two models; only llama traces report the engine's phases.
+    path = tmp_path / "mixed.jsonl"
+    lines = []
+    for i in range(12):
+        llama = i % 2 == 0
+        spans = chain_trace(
+            f"{i + 1:032x}", T0 + i * 5000 * MS, SEED_MS,
+            model="llama-3-8b" if llama else "mistral-7b",
+            engine_ms=(QUEUE, PREFILL, DECODE) if llama else None,
+        )  # fmt: skip
+        lines.append(orjson.dumps(to_otlp_json(spans)))
+    path.write_bytes(b"\n".join(lines))
+    budget = tmp_path / "b.toml"
+    budget.write_text('[stage."inference.decode"]\np90_ms = 10000\n')
+    done = hoptrace("check", str(path), "--budget", str(budget), "--split-by",
+                    "gen_ai.request.model", "--format", "json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    parts = {p["value"]: p for p in orjson.loads(done.stdout)["splits"]}
+    assert parts["mistral-7b"]["checks"][0]["measured"] is None
+    assert parts["llama-3-8b"]["checks"][0]["measured"] == pytest.approx(DECODE, abs=1e-3)
+    text = hoptrace("check", str(path), "--budget", str(budget), "--split-by",
+                    "gen_ai.request.model")  # fmt: skip
+    assert "n/a" in text.stdout and text.returncode == 0
+
+
+@pytest.mark.parametrize("args", [["--speedup", "0", "--stage", "inference"],
+                                  ["--speedup", "10", "--stage", "nosuch"]])  # fmt: skip
+def test_whatif_split_by_refuses_a_mistake_that_applies_to_every_value(engine_file, args):
+    done = hoptrace("whatif", str(engine_file), *args, "--split-by", "gen_ai.request.model")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_an_output_file_that_cannot_be_written_is_one_line(engine_file, tmp_path):
+    done = hoptrace("analyze", str(engine_file), "-o", str(tmp_path / "missing" / "x.txt"))
+    assert done.returncode == 2
+    assert "cannot write" in done.stderr and "Traceback" not in done.stderr

@@ -143,3 +143,13 @@ def test_python_m_tracer_cli_runs_the_commands_once():
 def test_no_module_passes_500_lines():
     sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
     assert {name: n for name, n in sizes.items() if n > 500} == {}
+
+
+def test_the_command_line_starts_without_loading_the_analyzer():
+    code = (
+        "import sys, tracer.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' "
+        "or m.startswith('tracer.analysis')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

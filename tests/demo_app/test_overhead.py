@@ -8,7 +8,7 @@ import pytest
 
 from collector import SpanStore
 from demo_app.chain import Chain
-from demo_app.overhead import HOPS, Overhead, PairResult, ack_receiver, measure_overhead
+from demo_app.overhead import ack_receiver, measure_overhead
 from tracer.analysis import load
 
 # Boots real service processes on loopback ports: run with -m integration.
@@ -47,26 +47,15 @@ def test_ack_receiver_acknowledges_otlp_and_keeps_nothing():
             assert resp.status_code == 200 and resp.content == b""
 
 
-def test_overhead_is_traced_minus_untraced_median_over_pairs():
-    pairs = (
-        PairResult(10.0, 9.0, 20.0, 18.0, 100.0, 100.0),
-        PairResult(10.6, 9.0, 20.0, 19.0, 95.0, 100.0),
-        PairResult(9.2, 9.0, 20.0, 17.0, 90.0, 100.0),
-    )
-    o = Overhead(1, 100, "ack", pairs)
-    assert o.per_request_ms("p50") == pytest.approx(1.0)
-    assert o.per_hop_ms("p50") == pytest.approx(1.0 / HOPS)
-    assert o.spread_ms("p50") == pytest.approx((0.2, 1.6))
-    assert o.per_request_ms("p90") == pytest.approx(2.0)
-    assert o.throughput_lost() == pytest.approx(0.05)
-
-
 def test_measure_overhead_runs_both_chains_through_both_sinks():
     for sink in ("collector", "ack"):
         o = measure_overhead(requests=8, warmup=2, pairs=2, sink=sink)
         assert len(o.pairs) == 2
         assert all(p.traced_p50 > 0 and p.untraced_p50 > 0 for p in o.pairs)
         assert all(p.traced_rps > 0 and p.untraced_rps > 0 for p in o.pairs)
+        # The traced chain's spans went to the sink asked for (the chains stop, and so
+        # flush, before the measurement returns).
+        assert (o.exports > 0) if sink == "ack" else (o.exports == 0)
 
 
 def test_a_traced_chain_exports_spans(tmp_path):

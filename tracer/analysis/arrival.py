@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable
+from pathlib import Path
 
-from tracer._errors import ConfigError
+from tracer._errors import NoUsableDataError, SourceError
+from tracer._sources import is_url
 from tracer.analysis.loaders import load
 from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
-from tracer.analysis.loaders.url import is_url, resolve_backend
+from tracer.analysis.loaders.url import resolve_backend
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span
 
@@ -71,14 +73,20 @@ def wait_for_traces(
         The traces found (maybe not all) and how many of those are still incomplete.
 
     Raises:
-        ConfigError: a bad source option (other read errors are retried until the
-            deadline: a store still empty, a backend still indexing).
-        SourceError: a URL that answers as neither Jaeger nor Tempo.
+        ConfigError: a bad source option.
+        SourceError: a store that does not exist or cannot be read, or a URL that
+            answers as neither Jaeger nor Tempo (a store still empty and a backend
+            still indexing are retried until the deadline).
     """
     wanted = set(trace_ids_of(trace_ids))
     remote = is_url(source)
     if remote:
         backend = resolve_backend(source, backend, listener)
+    elif not Path(source).expanduser().exists():
+        raise SourceError(
+            f"trace source {source!r} does not exist; give the span store or backend URL "
+            "the services send their spans to"
+        )
     begun = time.monotonic()
     end = begun + deadline_s
     have = TraceSet()
@@ -92,10 +100,12 @@ def wait_for_traces(
                 have = TraceSet({**have.traces, **found.traces}, found.warnings)
             else:
                 have = load([source], since=since).subset(wanted)
-        except ConfigError:
-            raise
-        except Exception:  # noqa: BLE001 - a store still empty, a backend still indexing
-            pass
+        except NoUsableDataError:
+            pass  # a store still empty
+        except SourceError:
+            if not remote:
+                raise
+            # a backend still indexing, or one trace's fetch failing for now
         expected = run_services(have.traces.values(), services)
         incomplete = {
             tid

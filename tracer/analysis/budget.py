@@ -46,17 +46,18 @@ class Limit:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A limit with the measured value."""
+    """A limit with the measured value; ``measured`` is None for a limit that does not
+    apply to these traces (a stage some of a split's values never pass through)."""
 
     scope: str
     key: str
     limit: float
-    measured: float
+    measured: float | None
 
     @property
     def passed(self) -> bool:
-        """Measured at or under the limit."""
-        return self.measured <= self.limit
+        """Measured at or under the limit (or not applicable)."""
+        return self.measured is None or self.measured <= self.limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +139,14 @@ def _percentile(stats: Stats, key: str) -> float:
     return float(getattr(stats, key.removesuffix("_ms")))
 
 
-def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
+def check_budget(
+    analysis: Analysis, limits: list[Limit], absent_stages: str = "error"
+) -> BudgetResult:
     """Measure every limit on ``analysis`` (grouped by stage).
+
+    ``absent_stages="skip"`` marks the limits of stages these traces do not have as not
+    applicable instead of raising: for one value of ``--split-by`` when the stage was
+    found in the traces as a whole (a cached answer never reaches the model).
 
     Raises:
         ConfigError: the analysis is not by stage, a budget stage is not in the traces,
@@ -150,7 +157,7 @@ def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
     wanted = {lim.scope.removeprefix("stage.") for lim in limits if lim.scope.startswith("stage.")}
     groups = {name: selected_group(analysis, name) for name in wanted}
     unknown = sorted(name for name, group in groups.items() if group is None)
-    if unknown:
+    if unknown and absent_stages != "skip":
         raise ConfigError(
             f"the budget names stages the traces do not have: {', '.join(unknown)}; "
             f"stages in the traces: {', '.join(sorted(g.name for g in analysis.groups))}"
@@ -167,6 +174,8 @@ def check_budget(analysis: Analysis, limits: list[Limit]) -> BudgetResult:
                     "(streamed requests traced with hoptrace.mark_first_token)"
                 )
             measured = _percentile(analysis.ttft, lim.key)
+        elif lim.scope.removeprefix("stage.") not in found:
+            measured = None
         else:
             group = found[lim.scope.removeprefix("stage.")]
             if lim.key == "share_max":

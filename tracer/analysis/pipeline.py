@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tracer._sources import is_url
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders import load, parse_duration
 from tracer.analysis.loaders._http import QUIET, Listener
@@ -80,7 +81,7 @@ def _parallel(
     from tracer.analysis._bigfile import analyze_files, eligible
     from tracer.analysis._parallel import workers
 
-    if not sources or any(s.startswith(("http://", "https://")) for s in sources):
+    if not sources or any(is_url(s) for s in sources):
         return None
     paths = [Path(s).expanduser() for s in sources]
     count = workers()

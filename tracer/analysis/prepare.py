@@ -275,7 +275,9 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
         if named_below[e]:
             continue
         s = spans[e]
-        compute = next((c for c in trace.children[e] if spans[c].name == "compute"), None)
+        compute = next(
+            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), None
+        )
         compute_start = trace.start[compute] if compute is not None else None
         for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
             k = len(spans)

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis
 from tracer.analysis.critical_path import own_times
-from tracer.analysis.prepare import PreparedTrace, StageMap, Warnings, prepare
+from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceSet
-from tracer.spans.model import KIND_CLIENT
+from tracer.spans.model import KIND_CLIENT, Warnings
 
 __all__ = ["Waterfall", "WaterfallRow", "exemplar_waterfalls", "waterfall"]
 

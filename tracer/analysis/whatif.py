@@ -44,6 +44,13 @@ class WhatIf:
     ttft_before: Stats | None = None
     ttft_after: Stats | None = None
 
+    @property
+    def ttft_realized_p50(self) -> float | None:
+        """How many times sooner the first token comes at P50 (None without marks)."""
+        if self.ttft_before is None or self.ttft_after is None or self.ttft_after.p50 <= 0:
+            return None
+        return self.ttft_before.p50 / self.ttft_after.p50
+
 
 def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float], list[float]]:
     """New (start, end) of every span when ``stage`` (and its sub-stages) is ``speedup``

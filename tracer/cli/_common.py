@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from tracer._errors import ConfigError
+from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url
 
 __all__ = [
     "FORMATS",
@@ -23,7 +24,6 @@ __all__ = [
     "emit",
     "format_option",
     "group_by_option",
-    "is_url",
     "jaeger_option",
     "parse_prices",
     "render_as",
@@ -37,15 +37,13 @@ __all__ = [
 FORMATS = ("table", "json", "markdown", "html")
 
 
-def is_url(source: str) -> bool:
-    """True for an http(s) URL (a trace backend), False for a path."""
-    return source.startswith(("http://", "https://"))
-
-
 def emit(text: str, output: str | None) -> None:
     """Write ``text`` to ``output`` (and say so on stderr), or print it."""
     if output:
-        Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        try:
+            Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {output!r}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(text.rstrip("\n"))
@@ -157,7 +155,7 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
             ),
             click.option(
                 "--backend",
-                type=click.Choice(("auto", "jaeger", "tempo")),
+                type=click.Choice(BACKENDS),
                 default="auto",
                 show_default=True,
                 help="What a URL source is; auto asks it.",
@@ -244,8 +242,6 @@ group_by_option = click.option(
 
 def jaeger_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--jaeger-url`` (env ``HOPTRACE_JAEGER_URL``), for the reports' trace links."""
-    from tracer.analysis.render.links import DEFAULT_JAEGER_URL
-
     return click.option(
         "--jaeger-url",
         default=DEFAULT_JAEGER_URL,

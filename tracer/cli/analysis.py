@@ -130,10 +130,7 @@ def analyze(
     keep = fmt == "html" or split_by is not None
     result, traces = _analyze(sources, selection, group_by, smap, keep_traces=keep)
     if split_by is not None:
-        from tracer.analysis import analyze as run
-        from tracer.analysis.split import split_by as split
-
-        parts = split(traces, split_by, lambda part: run(part, group_by, smap))
+        parts = _split_analysis(traces, split_by, group_by, smap)
         render_as(
             fmt,
             output,
@@ -179,6 +176,9 @@ def whatif(
     smap = selection.stage_map()
     with busy(sources, "reading and retiming traces") as notices:
         traces = selection.load(sources, notices)
+        # All traces first: a bad speedup or a stage no trace has is the user's
+        # mistake, whatever the split; the page shows this projection too.
+        result = what_if(traces, stage, speedup, smap)
         if split_by is not None:
             parts = _split_whatif(traces, split_by, stage, speedup, smap)
             render_as(
@@ -192,11 +192,11 @@ def whatif(
                     smap,
                     sources,
                     jaeger_url,
+                    whatif=result,
                     split=_split_analysis(traces, split_by, "stage", smap),
                 ),  # fmt: skip
             )
             return
-        result = what_if(traces, stage, speedup, smap)
     render_as(
         fmt,
         output,
@@ -209,7 +209,8 @@ def whatif(
 
 
 def _split_whatif(traces: Any, attribute: str, stage: str, speedup: float, smap: Any) -> Any:
-    """What-if per value; a value whose traces cannot be projected gets the reason."""
+    """What-if per value; a value whose traces cannot be projected (none of them passes
+    through the stage) gets the reason."""
     from tracer._errors import ConfigError, NoUsableDataError
     from tracer.analysis import what_if
     from tracer.analysis.split import split_by
@@ -372,7 +373,14 @@ def check(
     if split_by is not None:
         from tracer.analysis.split import split_by as split
 
-        parts = split(traces, split_by, lambda part: check_budget(run(part, "stage", smap), limits))
+        # The stages are checked against all the traces once; a value that never
+        # passes through one (a cached answer, no model) gets "n/a" for its limits.
+        check_budget(run(traces, "stage", smap), limits)
+        parts = split(
+            traces,
+            split_by,
+            lambda part: check_budget(run(part, "stage", smap), limits, absent_stages="skip"),
+        )
         if fmt == "json":
             emit(render.dumps(render.split_budget_dict(parts)), None)
         else:

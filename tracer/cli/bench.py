@@ -235,10 +235,12 @@ def bench(
     if source and (result.knee is not None or fmt == "html"):
         since_s = time.monotonic() - started + 60  # the sweep, and clocks a bit apart
         traces = _traces_of(result, source, traces_wait, since_s, fmt == "html")
-    if result.knee is not None:
-        _name_knee_stage(result, traces)
-    if ours:
-        tracer.shutdown()
+    try:
+        if result.knee is not None:
+            _name_knee_stage(result, traces)
+    finally:
+        if ours:
+            tracer.shutdown()
 
     def report() -> Any:
         analysis = None

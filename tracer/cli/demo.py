@@ -27,7 +27,7 @@ __all__ = ["COMMANDS"]
     "--profile",
     default="seed",
     show_default=True,
-    help="Latency profile: seed, lan or loopback.",
+    help="Latency profile: seed, lan, loopback or bare (no model time).",
 )
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @store_option
@@ -114,8 +114,10 @@ def demo(
 
 
 @click.command()
-@click.option("--port", default=8000, show_default=True, help="Gateway port.")
-@click.option("--otlp-port", default=4318, show_default=True)
+@click.option(
+    "--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Gateway port."
+)
+@click.option("--otlp-port", default=4318, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--api-key", default="hoptrace-demo-key", show_default=True)
 @click.option("--rate-limit", default=0.0, help="Requests per second per key (burst = RPS).")
 @click.option("--speedup", default=1.0, show_default=True)

@@ -15,11 +15,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
+from tracer._sources import is_url
 from tracer.analysis._parallel import gc_paused
 from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.files import load_file, load_stream
 from tracer.analysis.loaders.store import load_store
-from tracer.analysis.loaders.url import is_url, load_url
+from tracer.analysis.loaders.url import load_url
 from tracer.analysis.traceset import TraceFilter, TraceSet
 
 __all__ = ["load", "parse_duration"]

@@ -25,9 +25,9 @@ from tracer.spans.otlp import normalize_id
 __all__ = [
     "DEFAULT_LIMIT",
     "FETCH_CONCURRENCY",
-    "PROGRESS_AFTER",
     "Fetched",
     "Listener",
+    "PROGRESS_AFTER",
     "QUIET",
     "add_fetched",
     "answer",

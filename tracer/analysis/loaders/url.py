@@ -9,20 +9,15 @@ from neither is one clear :class:`SourceError`.
 from __future__ import annotations
 
 from tracer._errors import ConfigError, SourceError
+from tracer._sources import BACKENDS
 from tracer.analysis.loaders._http import QUIET, Listener, get, http_client, json_of
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.tempo import load_tempo
 from tracer.analysis.traceset import TraceSet
 
-__all__ = ["BACKENDS", "is_url", "load_url", "resolve_backend"]
+__all__ = ["BACKENDS", "load_url", "resolve_backend"]
 
 #: What ``--backend`` takes.
-BACKENDS = ("auto", "jaeger", "tempo")
-
-
-def is_url(source: str) -> bool:
-    """True for an http(s) URL (a trace backend), False for a path."""
-    return source.startswith(("http://", "https://"))
 
 
 def resolve_backend(url: str, backend: str = "auto", listener: Listener = QUIET) -> str:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracer.analysis.budget import BudgetResult
+from tracer.analysis.budget import SHARE_KEYS, BudgetResult
 from tracer.analysis.render.json_out import number
 
 __all__ = ["budget_dict", "budget_text"]
-
-_SHARE_KEYS = ("share_max", "tail_share_max")
 
 
 def budget_text(result: BudgetResult) -> str:
@@ -17,7 +15,10 @@ def budget_text(result: BudgetResult) -> str:
     width = max((len(f"{v.scope} {v.key}") for v in result.verdicts), default=0)
     lines = []
     for v in result.verdicts:
-        share = v.key in _SHARE_KEYS
+        if v.measured is None:
+            lines.append(f"n/a   {f'{v.scope} {v.key}':<{width}}  no such spans in these traces")
+            continue
+        share = v.key in SHARE_KEYS
         shown = f"{v.measured:.3f}" if share else f"{v.measured:,.1f} ms"
         bound = f"{v.limit:g}" if share else f"{v.limit:,.1f} ms"
         sign = "<=" if v.passed else ">"
@@ -26,8 +27,9 @@ def budget_text(result: BudgetResult) -> str:
             f"{shown} {sign} {bound}"
         )
     failed = len(result.failed)
+    applicable = sum(1 for v in result.verdicts if v.measured is not None)
     lines.append(
-        f"{len(result.verdicts) - failed} of {len(result.verdicts)} limits met over "
+        f"{applicable - failed} of {applicable} limits met over "
         f"{result.traces} traces" + (f"; {failed} exceeded" if failed else "")
     )
     return "\n".join(lines)
@@ -43,7 +45,7 @@ def budget_dict(result: BudgetResult) -> dict[str, Any]:
                 "scope": v.scope,
                 "key": v.key,
                 "limit": v.limit,
-                "measured": number(v.measured),
+                "measured": None if v.measured is None else number(v.measured),
                 "passed": v.passed,
             }
             for v in result.verdicts

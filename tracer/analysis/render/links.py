@@ -4,8 +4,7 @@ from __future__ import annotations
 
 __all__ = ["DEFAULT_JAEGER_URL", "trace_url"]
 
-#: Jaeger's UI on its default port; ``--jaeger-url`` / ``HOPTRACE_JAEGER_URL`` change it.
-DEFAULT_JAEGER_URL = "http://localhost:16686"
+from tracer._sources import DEFAULT_JAEGER_URL
 
 
 def trace_url(jaeger_url: str, trace_id: str) -> str:

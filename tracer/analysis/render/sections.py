@@ -172,8 +172,8 @@ def whatif_headline(w: WhatIf) -> str:
     rest = [(n, s) for n, s in w.after_groups if not covers(w.stage, n)][:5]
     rest_text = ", ".join(f"{n} {s * 100:.0f}%" for n, s in rest)
     ttft = ""
-    if w.ttft_before is not None and w.ttft_after is not None and w.ttft_after.p50 > 0:
-        ttft = f", first token {w.ttft_before.p50 / w.ttft_after.p50:.1f}x sooner at P50"
+    if w.ttft_realized_p50 is not None:
+        ttft = f", first token {w.ttft_realized_p50:.1f}x sooner at P50"
     return (
         f"{w.stage} {k}x faster -> end-to-end {w.realized['p50']:.1f}x faster at P50 "
         f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90"

@@ -99,11 +99,7 @@ def split_whatif_sections(split: Split[WhatIf | str]) -> list[Section]:
     row("speedup at P90", lambda w: f"{w.realized['p90']:.2f}x")
     row(
         "first token sooner at P50",
-        lambda w: (
-            f"{w.ttft_before.p50 / w.ttft_after.p50:.2f}x"
-            if w.ttft_before and w.ttft_after and w.ttft_after.p50
-            else "-"
-        ),
+        lambda w: "-" if w.ttft_realized_p50 is None else f"{w.ttft_realized_p50:.2f}x",
     )
     out = [head]
     for value, _, w in split.parts:

@@ -1,0 +1,16 @@
+"""What kind of trace source a string names (a leaf: the CLI asks it before any import
+of the analyzer)."""
+
+from __future__ import annotations
+
+__all__ = ["BACKENDS", "DEFAULT_JAEGER_URL", "is_url"]
+
+#: Trace backends a URL can be: ``auto`` asks the URL which one it is.
+BACKENDS = ("auto", "jaeger", "tempo")
+#: Jaeger's UI on its default port; ``--jaeger-url`` / ``HOPTRACE_JAEGER_URL`` change it.
+DEFAULT_JAEGER_URL = "http://localhost:16686"
+
+
+def is_url(source: str) -> bool:
+    """True for an http(s) URL (a trace backend), False for a path."""
+    return source.startswith(("http://", "https://"))
