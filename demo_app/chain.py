@@ -89,6 +89,7 @@ class Chain:
         traced: bool = True,
         otlp_endpoint: str | None = None,
         protocol: str = "http/json",
+        env: dict[str, str] | None = None,
     ):
         self.collector = BackgroundCollector(store_path, port=otlp_port)
         self.profile = profile
@@ -100,6 +101,7 @@ class Chain:
         self.log_dir = Path(log_dir) if log_dir else None
         self.traced = traced
         self.protocol = protocol
+        self._extra_env = dict(env or {})
         #: Where the services export spans: the embedded collector unless given.
         self.otlp_endpoint = otlp_endpoint
         self._speedup = speedup
@@ -113,6 +115,11 @@ class Chain:
             max_concurrency=max_concurrency,
         )
         self.model_url = upstream or f"http://127.0.0.1:{self.ports['model']}/v1"
+
+    @property
+    def service_pids(self) -> dict[str, int]:
+        """The process id of each running service."""
+        return {name: proc.pid for name, proc in zip(self._names, self._procs, strict=True)}
 
     @property
     def base_url(self) -> str:
@@ -145,6 +152,7 @@ class Chain:
         # OTLP JSON costs the services' export threads a fifth of the protobuf encoder's
         # CPU (docs/overhead.md); the embedded collector and the Collector take both.
         env["OTEL_EXPORTER_OTLP_PROTOCOL"] = self.protocol
+        env.update(self._extra_env)
         self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
         self._names.append(service)
 

@@ -14,6 +14,7 @@ tracer's.
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import tempfile
 import threading
@@ -32,6 +33,7 @@ __all__ = ["HOPS", "Overhead", "PairResult", "ack_receiver", "measure_overhead"]
 
 #: Services a request passes through, each with its own tracing.
 HOPS = 3
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _BODY = {
     "model": "sim-1",
     "messages": [{"role": "user", "content": "How much does tracing cost?"}],
@@ -51,6 +53,10 @@ class PairResult:
     untraced_p90: float
     traced_rps: float
     untraced_rps: float
+    #: CPU time (user + system) per request of the three services together, span
+    #: export included: robust where latency is not (None where /proc is missing).
+    traced_cpu_ms: float | None = None
+    untraced_cpu_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,15 @@ class Overhead:
         """The smallest and largest per-request difference over the pairs."""
         deltas = self._deltas(key)
         return min(deltas), max(deltas)
+
+    def cpu_per_request_ms(self) -> float | None:
+        """Median over the pairs of the CPU per request tracing adds to the services."""
+        deltas = [
+            p.traced_cpu_ms - p.untraced_cpu_ms
+            for p in self.pairs
+            if p.traced_cpu_ms is not None and p.untraced_cpu_ms is not None
+        ]
+        return statistics.median(deltas) if deltas else None
 
     def throughput_lost(self) -> float:
         """Median over the pairs of 1 - traced / untraced requests per second."""
@@ -176,7 +191,12 @@ def measure_overhead(
         tempfile.TemporaryDirectory(prefix="hoptrace-overhead-") as tmp,
         _sink(sink, received.append) as endpoint,
     ):
-        traced = Chain(Path(tmp) / "traced.db", profile=profile, otlp_endpoint=endpoint)
+        # The SDK's own batching (512 spans or 5 s), as in production: a batch left at
+        # the end of one run is exported, and counted, in the next run of that chain.
+        batching = {"OTEL_BSP_SCHEDULE_DELAY": "5000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512"}
+        traced = Chain(
+            Path(tmp) / "traced.db", profile=profile, otlp_endpoint=endpoint, env=batching
+        )
         untraced = Chain(Path(tmp) / "untraced.db", profile=profile, traced=False)
         with traced, untraced:
             chains = {"traced": traced, "untraced": untraced}
@@ -187,8 +207,10 @@ def measure_overhead(
             for n in range(pairs):
                 order = ["traced", "untraced"] if n % 2 == 0 else ["untraced", "traced"]
                 got = {}
+                cpu: dict[str, float | None] = {}
                 for name in order:
                     chain = chains[name]
+                    before = _cpu_s(chain)
                     got[name] = asyncio.run(
                         _run(
                             chain.base_url + "/chat/completions",
@@ -197,6 +219,11 @@ def measure_overhead(
                             concurrency,
                         )  # fmt: skip
                     )
+                    after = _cpu_s(chain)
+                    cpu[name] = (
+                        None if before is None or after is None
+                        else (after - before) / requests * 1000
+                    )  # fmt: skip
                 (t_lat, t_wall), (u_lat, u_wall) = got["traced"], got["untraced"]
                 t50, t90 = np.percentile(t_lat, [50, 90])
                 u50, u90 = np.percentile(u_lat, [50, 90])
@@ -208,11 +235,25 @@ def measure_overhead(
                         float(u90),
                         requests / t_wall,
                         requests / u_wall,
+                        cpu["traced"],
+                        cpu["untraced"],
                     )  # fmt: skip
                 )
                 if progress is not None:
                     progress(n + 1, pairs)
     return Overhead(concurrency, requests, sink, tuple(results), len(received))
+
+
+def _cpu_s(chain: Chain) -> float | None:
+    """User + system CPU seconds the chain's services have used (Linux /proc)."""
+    total = 0.0
+    try:
+        for pid in chain.service_pids.values():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    except OSError:
+        return None
+    return total
 
 
 @contextmanager

@@ -51,10 +51,12 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
     cost = result.overhead
     if cost is not None:
         lo, hi = cost.spread_ms("p50")
+        cpu = cost.cpu_per_request_ms()
+        cpu_text = f", {cpu:+.2f} ms of CPU per request in the services" if cpu is not None else ""
         summary.notes.append(
             f"what tracing itself costs: {cost.per_request_ms('p50'):+.2f} ms per request at "
-            f"P50 ({cost.per_hop_ms('p50'):+.2f} ms per hop; pairs {lo:+.2f} to {hi:+.2f} ms), "
-            f"measured on traced and untraced loopback copies of this chain "
+            f"P50 ({cost.per_hop_ms('p50'):+.2f} ms per hop; pairs {lo:+.2f} to {hi:+.2f} ms)"
+            f"{cpu_text}, measured on traced and untraced loopback copies of this chain "
             f"({len(cost.pairs)} pairs of {cost.requests} requests; "
             "benchmarks/chain_overhead.py measures it carefully)"
         )
@@ -107,6 +109,9 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
             "per_request_p50_ms": number(result.overhead.per_request_ms("p50")),
             "per_hop_p50_ms": number(result.overhead.per_hop_ms("p50")),
             "per_request_p90_ms": number(result.overhead.per_request_ms("p90")),
+            "cpu_per_request_ms": None
+            if result.overhead.cpu_per_request_ms() is None
+            else number(result.overhead.cpu_per_request_ms() or 0.0),
             "pairs": len(result.overhead.pairs),
             "requests_per_run": result.overhead.requests,
         },
