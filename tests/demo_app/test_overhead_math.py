@@ -19,3 +19,13 @@ def test_overhead_is_traced_minus_untraced_median_over_pairs():
     assert o.spread_ms("p50") == pytest.approx((0.2, 1.6))
     assert o.per_request_ms("p90") == pytest.approx(2.0)
     assert o.throughput_lost() == pytest.approx(0.05)
+
+
+def test_cpu_added_is_the_median_of_the_pairs_and_none_without_proc():
+    pairs = (
+        PairResult(1, 1, 1, 1, 1, 1, traced_cpu_ms=5.0, untraced_cpu_ms=4.0),
+        PairResult(1, 1, 1, 1, 1, 1, traced_cpu_ms=5.5, untraced_cpu_ms=4.0),
+        PairResult(1, 1, 1, 1, 1, 1, traced_cpu_ms=4.2, untraced_cpu_ms=4.0),
+    )
+    assert Overhead(1, 10, "ack", pairs).cpu_per_request_ms() == pytest.approx(1.0)
+    assert Overhead(1, 10, "ack", (PairResult(1, 1, 1, 1, 1, 1),)).cpu_per_request_ms() is None
