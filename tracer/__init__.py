@@ -16,6 +16,9 @@ The analyzer lives in ``tracer.analysis``; the command line in ``tracer.cli``.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from tracer import attributes
 from tracer._errors import (
     ConfigError,
@@ -24,12 +27,40 @@ from tracer._errors import (
     ReceiverError,
     SourceError,
 )
-from tracer._genai import genai_request, record_engine_latency, record_usage
-from tracer._instrument import instrument_fastapi, instrument_httpx
-from tracer._setup import force_flush, is_configured, setup, shutdown
-from tracer._stage import mark_first_token, stage
+
+if TYPE_CHECKING:
+    from tracer._genai import genai_request, record_engine_latency, record_usage
+    from tracer._instrument import instrument_fastapi, instrument_httpx
+    from tracer._setup import force_flush, is_configured, setup, shutdown
+    from tracer._stage import mark_first_token, stage
 
 __version__ = "0.1.0"
+
+# The instrumentation API loads the OpenTelemetry SDK and httpx on first use, so that
+# the analyzer, the collector and the command line, which import ``tracer.*``
+# submodules, do not pay for it.
+_LAZY = {
+    "force_flush": "tracer._setup",
+    "genai_request": "tracer._genai",
+    "instrument_fastapi": "tracer._instrument",
+    "instrument_httpx": "tracer._instrument",
+    "is_configured": "tracer._setup",
+    "mark_first_token": "tracer._stage",
+    "record_engine_latency": "tracer._genai",
+    "record_usage": "tracer._genai",
+    "setup": "tracer._setup",
+    "shutdown": "tracer._setup",
+    "stage": "tracer._stage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ConfigError",
