@@ -1,19 +1,31 @@
 """The embedded OTLP/HTTP receiver: ``POST /v1/traces`` into a :class:`SpanStore`.
 
 It accepts OTLP protobuf (``application/x-protobuf``) and OTLP JSON
-(``application/json``), plain or gzip-encoded, as the OpenTelemetry exporters send
-them. A batch is answered 200 only after it is committed to the store. Spans that
-cannot be stored (no ids, reversed times) are reported with OTLP partial success;
-a malformed body, a wrong content type or encoding, or a body over the limit gets a
-4xx with the reason, nothing of it is stored, and the receiver keeps serving.
+(``application/json``), plain or gzip-encoded (every member), as the OpenTelemetry
+exporters send them. A batch is answered 200 only after it is committed to the store.
+
+What it answers:
+
+- **200** after commit. Spans that can never be stored (bad ids, times or numbers
+  outside int64, nesting deeper than :data:`collector.validate.MAX_VALUE_DEPTH`; see
+  :mod:`collector.validate`) are rejected one by one with OTLP partial success and the
+  reasons; the rest of the batch is stored.
+- **4xx** with the reason for a body that is not OTLP at all (400), a wrong content
+  type or encoding (415), a body over ``max_body_bytes`` (413), a missing token (401);
+  nothing of it is stored. No body gets a 500.
+- **503 with Retry-After** when the requests in flight already hold ``max_memory``
+  (the body is not read), when the store fails, or while the collector shuts down. The
+  exporter sends the batch again after the delay (OTLP/HTTP throttling).
+
+A request whose client has gone (timed out, closed the connection) is not decoded
+or written any further. Bodies are decoded one at a time on a worker thread, so the
+event loop keeps answering; one writer thread commits the rows of many requests per
+transaction (:mod:`collector.writer`).
 
 Prompt and completion content (the attributes :func:`tracer.attributes.is_content_key`
 names, which GenAI instrumentations record by default) is dropped before a span is
 stored, unless the receiver is made with ``keep_content=True``; /healthz counts the
 attributes dropped.
-
-Batches from concurrent requests are written by one writer thread in group commits,
-so many exporters can send at once.
 """
 
 from __future__ import annotations
@@ -21,28 +33,31 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import queue
-import threading
-import zlib
+import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.content import ContentFilter
+from collector.decode import Decoded, RequestError, decode_body
+from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
 from collector.store import SpanStore
-from tracer.attributes import is_content_key
-from tracer.spans.model import Span, Warnings
-from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
+from collector.writer import ShuttingDown, Ticket, Writer
+from tracer._errors import ConfigError
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "OtlpReceiver"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "RETRY_AFTER_S", "OtlpReceiver"]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Seconds a refused exporter is asked to wait before sending again.
+RETRY_AFTER_S = 1
+#: Seconds a stopping collector keeps committing what it had queued; the rest is refused.
+DRAIN_S = 3.0
+#: How much a gzip body is reserved for, times its size, before it is inflated.
+_GZIP_RATIO = 4
 _PROTO_TYPES = ("application/x-protobuf", "application/protobuf")
 _JSON_TYPES = ("application/json",)
 
@@ -51,92 +66,15 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class _BadRequest(Exception):
-    def __init__(self, status: int, reason: str):
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+class _Request:
+    """What the event loop knows of one export request while it is in flight."""
 
+    __slots__ = ("answered", "gone", "ticket")
 
-class _ContentFilter:
-    """Drops prompt and completion attributes from spans, in place.
-
-    Keys found not to be content are remembered (up to ``max_known`` of them), so a
-    span whose keys were all seen before costs one set comparison in C, however many
-    attributes it has. Used from the event loop's thread only.
-    """
-
-    def __init__(self, max_known: int = 10_000):
-        self._clean: set[str] = set()
-        self._max_known = max_known
-
-    def drop(self, spans: list[Span]) -> int:
-        """Remove the content attributes of ``spans``; returns how many were removed."""
-        clean = self._clean
-        dropped = 0
-        for s in spans:
-            attributes = s.attributes
-            if not attributes or attributes.keys() <= clean:
-                continue
-            content = []
-            for key in attributes:
-                if key in clean:
-                    continue
-                if is_content_key(key):
-                    content.append(key)
-                elif len(clean) < self._max_known:
-                    clean.add(key)
-            for key in content:
-                del attributes[key]
-            dropped += len(content)
-        return dropped
-
-
-class _Writer:
-    """One thread that commits queued batches, several per transaction."""
-
-    def __init__(self, store: SpanStore):
-        self._store = store
-        self._queue: queue.Queue[tuple[list[Span], Callable[[int | BaseException], None]] | None]
-        self._queue = queue.Queue()
-        self._thread = threading.Thread(target=self._run, name="hoptrace-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, spans: list[Span], done: Callable[[int | BaseException], None]) -> None:
-        self._queue.put((spans, done))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            batch = [item]
-            stop = False
-            while len(batch) < 64:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                batch.append(nxt)
-            spans = [s for group, _ in batch for s in group]
-            result: int | BaseException
-            try:
-                self._store.write(spans)
-                result = 0
-            except BaseException as exc:  # reported to each waiting request as a 503
-                _logger.error("could not store %d spans: %s", len(spans), exc)
-                result = exc
-            for group, done in batch:
-                done(len(group) if isinstance(result, int) else result)
-            if stop:
-                return
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=30)
+    def __init__(self) -> None:
+        self.answered = False
+        self.gone = False
+        self.ticket: Ticket | None = None
 
 
 class OtlpReceiver:
@@ -148,9 +86,13 @@ class OtlpReceiver:
         token: when set, requests must carry ``Authorization: Bearer <token>`` (401).
         keep_content: store prompt and completion attributes too (by default they are
             dropped before the span is stored; see :func:`tracer.attributes.is_content_key`).
+        max_memory: the most the requests in flight may hold, in bytes or as a size
+            (``"512MiB"``); past it new requests get 503 with ``Retry-After``. None reads
+            ``$HOPTRACE_MAX_MEMORY``, else 256 MiB (see :mod:`collector.memory`).
 
     Raises:
-        ValueError: ``max_body_bytes`` is not positive.
+        ValueError: ``max_body_bytes`` is not positive, or ``max_memory`` cannot hold
+            one request of ``max_body_bytes`` (:class:`ConfigError`, a ValueError).
     """
 
     def __init__(
@@ -160,22 +102,46 @@ class OtlpReceiver:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         token: str | None = None,
         keep_content: bool = False,
+        max_memory: int | str | None = None,
     ):
         if max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
+        limit = resolve_max_memory(max_memory)
+        need = request_cost(max_body_bytes, "json")
+        if limit < need:
+            raise ConfigError(
+                f"max memory of {limit / MiB:.0f} MiB cannot hold one body of "
+                f"{max_body_bytes} bytes (that needs {need / MiB:.0f} MiB); raise "
+                "--max-memory or lower --max-body-bytes"
+            )
         self.store = store
         self.max_body_bytes = max_body_bytes
         self._token = token.encode() if token else None
         self.keep_content = keep_content
-        self._content = None if keep_content else _ContentFilter()
-        self._writer = _Writer(store)
+        self._content = None if keep_content else ContentFilter()
+        self.budget = MemoryBudget(limit)
+        self._decoder = ThreadPoolExecutor(1, thread_name_prefix="hoptrace-decode")
+        self._writer = Writer(store)
+        self._closing = False
         self.spans_stored = 0
         self.spans_rejected = 0
         self.requests_rejected = 0
+        self.requests_refused = 0
+        self.requests_abandoned = 0
         self.content_attributes_dropped = 0
+        self._unexpected_logged = False
+
+    def begin_shutdown(self) -> None:
+        """Stop taking batches: new requests get 503; what is queued is committed for up
+        to :data:`DRAIN_S` seconds and the rest refused, so every request is answered."""
+        if not self._closing:
+            self._closing = True
+            self._writer.refuse_after(time.monotonic() + DRAIN_S)
 
     def close(self) -> None:
-        """Stop the writer after the queued batches are committed."""
+        """Stop the decoder and the writer (after :meth:`begin_shutdown`, if not yet)."""
+        self.begin_shutdown()
+        self._decoder.shutdown(wait=True, cancel_futures=True)
         self._writer.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -190,88 +156,175 @@ class OtlpReceiver:
         if scope["type"] != "http":
             return
         path, method = scope["path"], scope["method"]
+        request = _Request()
         try:
             if path in ("/", "/healthz", "/status"):
                 if method != "GET":
-                    raise _BadRequest(405, f"{path} takes GET")
-                body = orjson.dumps(
-                    {
-                        "status": "ok",
-                        "store": str(self.store.path),
-                        "spans_stored": self.spans_stored,
-                        "spans_rejected": self.spans_rejected,
-                        "requests_rejected": self.requests_rejected,
-                        "keep_content": self.keep_content,
-                        "content_attributes_dropped": self.content_attributes_dropped,
-                    }
-                )
-                await _respond(send, 200, "application/json", body)
+                    raise RequestError(405, f"{path} takes GET")
+                await _respond(send, 200, "application/json", orjson.dumps(self.health()))
                 return
             if path != "/v1/traces":
-                raise _BadRequest(404, f"no such endpoint {path!r}; send traces to /v1/traces")
+                raise RequestError(404, f"no such endpoint {path!r}; send traces to /v1/traces")
             if method != "POST":
-                raise _BadRequest(405, "/v1/traces takes POST")
-            await self._export(scope, receive, send)
-        except _BadRequest as bad:
-            self.requests_rejected += 1
-            body = orjson.dumps({"code": 3, "message": bad.reason})
-            await _respond(send, bad.status, "application/json", body)
+                raise RequestError(405, "/v1/traces takes POST")
+            await self._export(scope, receive, send, request)
+        except RequestError as bad:
+            if request.gone:
+                return
+            if bad.status == 503:
+                self.requests_refused += 1
+            else:
+                self.requests_rejected += 1
+            request.answered = True
+            body = orjson.dumps({"code": 14 if bad.status == 503 else 3, "message": bad.reason})
+            await _respond(send, bad.status, "application/json", body, bad.retry_after_s)
+        except asyncio.CancelledError:
+            # The server gave up waiting (its shutdown timeout): answer, never a traceback.
+            if request.ticket is not None:
+                request.ticket.abandon()
+            body = orjson.dumps({"code": 14, "message": "the collector is shutting down"})
+            try:
+                await _respond(send, 503, "application/json", body, RETRY_AFTER_S)
+            except Exception:
+                pass
 
-    async def _export(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def health(self) -> dict[str, Any]:
+        """What /healthz answers: counts, and the memory held by requests in flight."""
+        return {
+            "status": "stopping" if self._closing else "ok",
+            "store": str(self.store.path),
+            "spans_stored": self.spans_stored,
+            "spans_rejected": self.spans_rejected,
+            "requests_rejected": self.requests_rejected,
+            "requests_refused": self.requests_refused,
+            "requests_abandoned": self.requests_abandoned,
+            "keep_content": self.keep_content,
+            "content_attributes_dropped": self.content_attributes_dropped,
+            "max_memory_bytes": self.budget.limit_bytes,
+            "in_flight_bytes": self.budget.in_flight_bytes,
+            "peak_in_flight_bytes": self.budget.peak_bytes,
+        }
+
+    async def _export(self, scope: Scope, receive: Receive, send: Send, request: _Request) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if self._token is not None:
             given = headers.get("authorization", "")
             expected = b"Bearer " + self._token
             if not hmac.compare_digest(given.encode("latin-1"), expected):
-                raise _BadRequest(401, "missing or wrong bearer token in Authorization header")
+                raise RequestError(401, "missing or wrong bearer token in Authorization header")
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype in _PROTO_TYPES:
             is_json = False
         elif ctype in _JSON_TYPES:
             is_json = True
         else:
-            raise _BadRequest(
+            raise RequestError(
                 415,
                 f"content type {ctype or '(none)'!r} is not OTLP; use application/x-protobuf "
                 "or application/json",
             )
         encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("identity", "gzip", ""):
-            raise _BadRequest(415, f"content encoding {encoding!r} is not supported; use gzip")
-        length = headers.get("content-length")
-        if length and length.isdigit() and int(length) > self.max_body_bytes:
-            raise _BadRequest(
-                413, f"body of {length} bytes is over the limit of {self.max_body_bytes} bytes"
+            raise RequestError(415, f"content encoding {encoding!r} is not supported; use gzip")
+        length = headers.get("content-length", "")
+        declared = int(length) if length.isdigit() else None
+        if declared is not None and declared > self.max_body_bytes:
+            raise RequestError(
+                413, f"body of {declared} bytes is over the limit of {self.max_body_bytes} bytes"
             )
-        body = await self._read_body(receive)
-        if encoding == "gzip":
-            body = self._gunzip(body)
-        warnings = Warnings()
-        spans, total = self._decode(body, is_json, warnings)
-        rejected = total - len(spans)
-        # The one place content leaves a span on its way to the store, for every format.
-        dropped = self._content.drop(spans) if self._content is not None else 0
-        if spans:
-            loop = asyncio.get_running_loop()
-            future: asyncio.Future[int | BaseException] = loop.create_future()
-
-            def done(result: int | BaseException) -> None:
-                loop.call_soon_threadsafe(_settle, future, result)
-
-            self._writer.submit(spans, done)
-            result = await future
-            if isinstance(result, BaseException):
-                await _respond(
-                    send,
-                    503,
-                    "application/json",
-                    orjson.dumps({"code": 14, "message": f"store unavailable: {result}"}),
+        if self._closing:
+            raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
+        kind = "json" if is_json else "protobuf"
+        size = declared if declared is not None else self.max_body_bytes
+        if encoding == "gzip":  # what it will likely inflate to; grown if it is more
+            size = min(self.max_body_bytes, size * _GZIP_RATIO)
+        reservation = self.budget.reserve(request_cost(size, kind))
+        if reservation is None:
+            raise RequestError(
+                503,
+                f"the collector is at its memory limit ({self.budget.limit_bytes // MiB} MiB "
+                "held by requests in flight); send again after Retry-After",
+                RETRY_AFTER_S,
+            )
+        try:
+            box = [await self._read_body(receive, request)]
+            watcher = asyncio.ensure_future(self._watch(receive, request))
+            try:
+                decoded = await asyncio.get_running_loop().run_in_executor(
+                    self._decoder,
+                    self._decode,
+                    box,
+                    is_json,
+                    encoding == "gzip",
+                    kind,
+                    reservation,
+                    request,
                 )
+                if decoded is not None and not request.gone:
+                    await self._store(send, decoded, is_json, request, watcher)
+            finally:
+                watcher.cancel()
+        finally:
+            reservation.release()
+
+    def _decode(
+        self,
+        box: list[bytes],
+        is_json: bool,
+        gzipped: bool,
+        kind: str,
+        reservation: Reservation,
+        request: _Request,
+    ) -> Decoded | None:
+        """On the decoder thread: None when the client has gone meanwhile."""
+        if request.gone:
+            return None
+        if self._closing:
+            raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
+        try:
+            return decode_body(
+                box,
+                is_json=is_json,
+                gzipped=gzipped,
+                max_body_bytes=self.max_body_bytes,
+                content=self._content,
+                grow=lambda size: reservation.grow_to(request_cost(size, kind)),
+            )
+        except RequestError:
+            raise
+        except Exception as exc:  # a bug here must not cost the exporter a 500 and a retry loop
+            if not self._unexpected_logged:
+                self._unexpected_logged = True
+                _logger.exception("could not decode a request body")
+            raise RequestError(400, f"body could not be decoded ({type(exc).__name__})") from exc
+
+    async def _store(
+        self,
+        send: Send,
+        decoded: Decoded,
+        is_json: bool,
+        request: _Request,
+        watcher: asyncio.Future[None],
+    ) -> None:
+        if decoded.rows:
+            ticket = request.ticket = Ticket(decoded.rows, asyncio.get_running_loop())
+            decoded.rows = []
+            self._writer.submit(ticket)
+            await asyncio.wait((ticket.future, watcher), return_when=asyncio.FIRST_COMPLETED)
+            if not ticket.future.done():  # the client has gone: its rows are not written
+                ticket.abandon()
                 return
-            self.spans_stored += len(spans)
-            self.content_attributes_dropped += dropped
+            result = ticket.future.result()
+            if isinstance(result, ShuttingDown):
+                raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
+            if isinstance(result, BaseException):
+                raise RequestError(503, f"store unavailable: {result}", RETRY_AFTER_S)
+            self.spans_stored += result
+        self.content_attributes_dropped += decoded.content_dropped
+        rejected = decoded.rejections.count
         self.spans_rejected += rejected
-        message = "; ".join(warnings.messages) if rejected else ""
+        message = decoded.rejections.message() if rejected else ""
+        request.answered = True
         if is_json:
             reply: dict[str, Any] = {}
             if rejected:
@@ -284,86 +337,41 @@ class OtlpReceiver:
                 response.partial_success.error_message = message
             await _respond(send, 200, "application/x-protobuf", response.SerializeToString())
 
-    async def _read_body(self, receive: Receive) -> bytes:
+    async def _watch(self, receive: Receive, request: _Request) -> None:
+        """Wait for the client to go away; then mark the request so nothing more is done."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                if not request.answered:
+                    request.gone = True
+                    self.requests_abandoned += 1
+                    if request.ticket is not None:
+                        request.ticket.abandon()
+                return
+
+    async def _read_body(self, receive: Receive, request: _Request) -> bytes:
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise _BadRequest(400, "client disconnected before the body was complete")
+                request.gone = True
+                self.requests_abandoned += 1
+                raise RequestError(400, "client disconnected before the body was complete")
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise _BadRequest(413, f"body is over the limit of {self.max_body_bytes} bytes")
+                raise RequestError(413, f"body is over the limit of {self.max_body_bytes} bytes")
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    def _gunzip(self, body: bytes) -> bytes:
-        decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            out = decompressor.decompress(body, self.max_body_bytes + 1)
-        except zlib.error as exc:
-            raise _BadRequest(400, f"body is not valid gzip ({exc})") from exc
-        if len(out) > self.max_body_bytes or decompressor.unconsumed_tail:
-            raise _BadRequest(
-                413, f"gzip body expands past the limit of {self.max_body_bytes} bytes"
-            )
-        if not decompressor.eof:
-            raise _BadRequest(400, "gzip body is truncated")
-        return out
 
-    def _decode(self, body: bytes, is_json: bool, warnings: Warnings) -> tuple[list[Span], int]:
-        if is_json:
-            try:
-                obj = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                raise _BadRequest(400, f"body is not valid JSON ({exc})") from exc
-            if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
-                raise _BadRequest(
-                    400,
-                    'JSON body is not an OTLP export request: expected {"resourceSpans": [...]}',
-                )
-            total = _count_json_spans(obj)
-            spans = list(spans_from_otlp_json(obj, warnings))
-            return spans, total
-        try:
-            request = ExportTraceServiceRequest.FromString(body)
-        except DecodeError as exc:
-            raise _BadRequest(400, f"body is not a valid OTLP protobuf message ({exc})") from exc
-        from google.protobuf import unknown_fields
-
-        if len(unknown_fields.UnknownFieldSet(request)):
-            raise _BadRequest(400, "body is not an OTLP ExportTraceServiceRequest")
-        total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-        spans = list(spans_from_otlp_proto(request, warnings))
-        return spans, total
-
-
-def _count_json_spans(obj: dict[str, Any]) -> int:
-    total = 0
-    for rs in obj["resourceSpans"]:
-        if isinstance(rs, dict):
-            for ss in rs.get("scopeSpans") or []:
-                if isinstance(ss, dict) and isinstance(ss.get("spans"), list):
-                    total += len(ss["spans"])
-    return total
-
-
-def _settle(future: asyncio.Future[Any], result: Any) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-async def _respond(send: Send, status: int, ctype: str, body: bytes) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", ctype.encode()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
+async def _respond(
+    send: Send, status: int, ctype: str, body: bytes, retry_after_s: int | None = None
+) -> None:
+    headers = [(b"content-type", ctype.encode()), (b"content-length", str(len(body)).encode())]
+    if retry_after_s is not None:
+        headers.append((b"retry-after", str(retry_after_s).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -1,23 +1,33 @@
-"""Run the receiver: in the foreground (``hoptrace collect``) or in a background thread."""
+"""Run the receiver: in the foreground (``hoptrace collect``) or in a background thread.
+
+Stopping (SIGTERM or SIGINT in the foreground, :meth:`BackgroundCollector.stop`) is
+clean: the port closes, new requests get 503 with ``Retry-After``, what is queued is
+committed for a few seconds and the rest refused, every request is answered, and
+the store is closed (its WAL checkpointed) before :func:`serve` returns.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import contextlib
+import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
-from collector.receiver import DEFAULT_MAX_BODY_BYTES, OtlpReceiver
+from collector.receiver import DEFAULT_MAX_BODY_BYTES, DRAIN_S, OtlpReceiver
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
 
 __all__ = ["BackgroundCollector", "free_port", "serve"]
 
-_logger = logging.getLogger(__name__)
+#: Seconds the server waits for requests in flight after a stop before cancelling them.
+_GRACE_S = DRAIN_S + 2
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -27,16 +37,48 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def _config(app: OtlpReceiver, host: str, port: int) -> uvicorn.Config:
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-    )
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the receiver when a stop begins.
+
+    uvicorn re-raises the signal it caught once it has shut down, which kills the
+    process before the store is closed; here the signal only starts the shutdown.
+    """
+
+    def __init__(self, app: OtlpReceiver, host: str, port: int):
+        super().__init__(
+            uvicorn.Config(
+                app,
+                host=host,
+                port=port,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=int(_GRACE_S),
+            )
+        )
+        self.receiver = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.receiver.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+    def stop(self) -> None:
+        """Begin a graceful stop (from any thread)."""
+        self.receiver.begin_shutdown()
+        self.should_exit = True
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        wanted = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in wanted}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def serve(
@@ -47,15 +89,31 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     token: str | None = None,
     keep_content: bool = False,
-) -> None:
-    """Receive OTLP/HTTP on ``host:port`` into the store until interrupted.
+    max_memory: int | str | None = None,
+) -> dict[str, object]:
+    """Receive OTLP/HTTP on ``host:port`` into the store until SIGTERM or SIGINT.
 
     Prompt and completion attributes are dropped before spans are stored unless
-    ``keep_content`` is true (see :class:`OtlpReceiver`).
+    ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold (see
+    :class:`OtlpReceiver`). Returns the receiver's final counts (its /healthz).
+
+    Raises:
+        ReceiverError: the port could not be bound.
+        ValueError: a bad ``max_body_bytes`` or ``max_memory``.
     """
     store = SpanStore(store_path, create=True)
-    app = OtlpReceiver(store, max_body_bytes=max_body_bytes, token=token, keep_content=keep_content)
-    server = uvicorn.Server(_config(app, host, port))
+    try:
+        app = OtlpReceiver(
+            store,
+            max_body_bytes=max_body_bytes,
+            token=token,
+            keep_content=keep_content,
+            max_memory=max_memory,
+        )
+    except BaseException:
+        store.close()
+        raise
+    server = _Server(app, host, port)
     try:
         server.run()
     finally:
@@ -66,6 +124,7 @@ def serve(
             f"could not listen on {host}:{port}; is another collector running? "
             "Pick another port with --port"
         )
+    return app.health()
 
 
 class BackgroundCollector:
@@ -77,7 +136,8 @@ class BackgroundCollector:
             tracer.setup(endpoint=collector.endpoint)
 
     ``keep_content=True`` stores prompt and completion attributes too; by default they
-    are dropped (see :class:`OtlpReceiver`).
+    are dropped. ``max_memory`` bounds what requests in flight hold (see
+    :class:`OtlpReceiver`).
     """
 
     def __init__(
@@ -89,14 +149,23 @@ class BackgroundCollector:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         token: str | None = None,
         keep_content: bool = False,
+        max_memory: int | str | None = None,
     ):
         self.host = host
         self.port = port or free_port(host)
         self.store = SpanStore(store_path, create=True)
-        self.app = OtlpReceiver(
-            self.store, max_body_bytes=max_body_bytes, token=token, keep_content=keep_content
-        )
-        self._server = uvicorn.Server(_config(self.app, host, self.port))
+        try:
+            self.app = OtlpReceiver(
+                self.store,
+                max_body_bytes=max_body_bytes,
+                token=token,
+                keep_content=keep_content,
+                max_memory=max_memory,
+            )
+        except BaseException:
+            self.store.close()
+            raise
+        self._server = _Server(self.app, host, self.port)
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve()), name="hoptrace-collector", daemon=True
         )
@@ -117,9 +186,9 @@ class BackgroundCollector:
         return self
 
     def stop(self) -> None:
-        """Stop serving and commit what was received."""
-        self._server.should_exit = True
-        self._thread.join(timeout=15)
+        """Stop serving: answer or refuse what is queued, commit, close the store."""
+        self._server.stop()
+        self._thread.join(timeout=_GRACE_S + 10)
         self.app.close()
         self.store.close()
 

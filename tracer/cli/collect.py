@@ -34,6 +34,15 @@ __all__ = ["COMMANDS"]
     help="Require 'Authorization: Bearer TOKEN' [env: HOPTRACE_COLLECTOR_TOKEN].",
 )
 @click.option(
+    "--max-memory",
+    envvar="HOPTRACE_MAX_MEMORY",
+    default=None,
+    metavar="SIZE",
+    help="Most memory requests in flight may hold (e.g. 512MiB, 1GiB); past it new "
+    "requests get 503 with Retry-After and exporters send again. Default 256MiB "
+    "[env: HOPTRACE_MAX_MEMORY].",
+)
+@click.option(
     "--keep-content",
     is_flag=True,
     default=False,
@@ -47,29 +56,46 @@ def collect(
     store: str | None,
     max_body_bytes: int,
     token: str | None,
+    max_memory: str | None,
     keep_content: bool,
 ) -> None:
-    """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store."""
+    """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store.
+
+    SIGTERM or Ctrl-C stops it cleanly: every request in flight is answered (committed,
+    or refused with 503 so the exporter sends it again) and the store is closed.
+    """
     from collector import default_store_path, serve
+    from collector.memory import MiB, resolve_max_memory
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port!r}")
+    if max_body_bytes <= 0:
+        raise ConfigError(f"--max-body-bytes must be positive, got {max_body_bytes!r}")
+    limit = resolve_max_memory(max_memory)
     path = Path(store) if store else default_store_path()
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
     click.echo(
         f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces -> {path}\n"
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
         f"  prompt and completion attributes: {content}\n"
-        "  Ctrl-C to stop",
+        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory)\n"
+        "  Ctrl-C or SIGTERM to stop",
         err=True,
     )
-    serve(
+    final = serve(
         path,
         host=host,
         port=port,
         max_body_bytes=max_body_bytes,
         token=token,
         keep_content=keep_content,
+        max_memory=limit,
+    )
+    click.echo(
+        f"hoptrace collector: stopped; {final['spans_stored']} spans stored, "
+        f"{final['spans_rejected']} rejected, {final['requests_refused']} requests refused "
+        "(503), store closed",
+        err=True,
     )
 
 
