@@ -1,11 +1,14 @@
-"""``analyze`` of large OTLP JSON-lines files on every core.
+"""``analyze`` of OTLP JSON-lines files in bounded memory, on one core or every core.
 
-The file is cut into byte ranges on line boundaries, one per worker process. Each
-worker parses its range and groups the spans by trace; the parent then learns which
-trace ids occur in more than one range (a trace whose spans were exported in batches
-far apart). Each worker attributes its whole traces and sends back the small
-per-trace breakdowns; the spans of split traces come to the parent, which joins and
-attributes them. The result is the same as the serial path's (tested).
+One partition-and-merge design serves both: the files are cut into byte ranges on
+line boundaries (one range per file for one process; the bytes spread evenly over
+the workers otherwise). Each partition is streamed (:mod:`tracer.analysis._stream`)
+into a compact :class:`~tracer.analysis._table.TraceTable`; the tables are merged in
+input order; the traces that straddle partitions (or straggled past the window) are
+found by id, read again and attributed whole; then the rows are aggregated. The
+result is the serial in-memory path's (tested with every trace split across ranges);
+rows are sorted by start time and trace id before aggregation, so neither input
+order nor the number of workers matters.
 """
 
 from __future__ import annotations
@@ -13,25 +16,35 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tracer._errors import HoptraceError
+from tracer._errors import ConfigError, HoptraceError
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis.aggregate import Analysis, aggregate, iter_prepared
-from tracer.analysis.breakdown import TraceBreakdown, break_down
-from tracer.analysis.loaders.files import _load_lines
+from tracer.analysis._stream import (
+    Attributor,
+    LineTally,
+    join_parts,
+    stream_range,
+    stream_store,
+    window_spans,
+)
+from tracer.analysis._table import TraceTable
+from tracer.analysis.aggregate import Analysis, aggregate_table
+from tracer.analysis.breakdown import GROUP_BY
 from tracer.analysis.prepare import StageMap
-from tracer.analysis.traceset import TraceFilter, TraceSet
+from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Warnings
 
-__all__ = ["MIN_BYTES", "analyze_files", "eligible"]
+__all__ = ["MIN_BYTES", "analyze_files", "analyze_store", "eligible"]
 
 MIN_BYTES = 64 * 1024 * 1024  # below this, forking costs more than it saves
+
+#: One partition: (file index, path, first byte, end byte).
+Range = tuple[int, str, int, int]
 
 
 def _min_bytes() -> int:
@@ -39,13 +52,12 @@ def _min_bytes() -> int:
     return int(setting) if setting.isdigit() else MIN_BYTES
 
 
-_FIELDS = TraceBreakdown.__slots__
-
-
-def eligible(paths: Sequence[Path]) -> bool:
-    """True when the paths are large enough together and all OTLP JSON-lines files."""
+def eligible(paths: Sequence[Path], min_bytes: int | None = None) -> bool:
+    """True when the paths are all OTLP JSON-lines files of ``min_bytes`` or more
+    together (default ``HOPTRACE_PARALLEL_MIN_BYTES``, 64 MB; 0 for any size)."""
+    floor = _min_bytes() if min_bytes is None else min_bytes
     try:
-        if sum(p.stat().st_size for p in paths if p.is_file()) < _min_bytes():
+        if sum(p.stat().st_size for p in paths if p.is_file()) < max(floor, 1):
             return False
     except OSError:
         return False
@@ -67,23 +79,22 @@ def eligible(paths: Sequence[Path]) -> bool:
     return True
 
 
-def _ranges(paths: Sequence[Path], workers: int) -> list[list[tuple[str, int, int]]]:
+def _ranges(paths: Sequence[Path], workers: int) -> list[list[Range]]:
     """Byte ranges, cut after a newline, spread evenly over ``workers``."""
     sizes = [p.stat().st_size for p in paths]
-    per = -(-sum(sizes) // workers)
-    plan: list[list[tuple[str, int, int]]] = [[] for _ in range(workers)]
+    per = max(1, -(-sum(sizes) // workers))
+    plan: list[list[Range]] = [[] for _ in range(workers)]
     w = used = 0
-    for path, size in zip(paths, sizes, strict=True):
+    for index, (path, size) in enumerate(zip(paths, sizes, strict=True)):
         lo = 0
         with open(path, "rb") as fh:
             while lo < size:
-                want = per - used
-                hi = min(size, lo + want)
+                hi = min(size, lo + per - used)
                 if hi < size:
                     fh.seek(hi)
                     fh.readline()
                     hi = min(size, fh.tell())
-                plan[min(w, workers - 1)].append((str(path), lo, hi))
+                plan[min(w, workers - 1)].append((index, str(path), lo, hi))
                 used += hi - lo
                 lo = hi
                 if used >= per:
@@ -91,71 +102,34 @@ def _ranges(paths: Sequence[Path], workers: int) -> list[list[tuple[str, int, in
     return [p for p in plan if p]
 
 
-def _lines(path: str, lo: int, hi: int) -> Any:
-    with open(path, "rb") as fh:
-        fh.seek(lo)
-        left = hi - lo
-        while left > 0:
-            line = fh.readline(left)
-            if not line:
-                return
-            left -= len(line)
-            yield line
+def _partition(
+    ranges: list[Range],
+    attribute: Attributor,
+    window: int,
+    progress: Callable[[int], None] | None,
+) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
+    """Stream ``ranges``: the table, and each range's loader warnings and bad lines."""
+    loaded = []
+    for index, path, lo, hi in ranges:
+        warnings, lines = Warnings(), LineTally()
+        stream_range(path, index, lo, hi, attribute, window, warnings, lines, progress)
+        loaded.append((index, warnings, lines))
+    return attribute.table, loaded
 
 
-def _attribute(
-    traces: dict[str, list[Any]], group_by: str, stage_map: StageMap | None
-) -> tuple[list[tuple[Any, ...]], Warnings]:
-    tally = Warnings()
-    rows = [
-        tuple(getattr(b, f) for f in _FIELDS)
-        for b in (
-            break_down(t, group_by) for t in iter_prepared(TraceSet(traces), tally, stage_map)
-        )
-    ]
-    return rows, tally
+def _worker(conn: Any, ranges: list[Range], attribute: Attributor, window: int, read: Any) -> None:
+    def progress(n: int) -> None:
+        with read.get_lock():
+            read.value += n
 
-
-def _counted(lines: Any, counter: Any) -> Any:
-    """Pass ``lines`` through, adding their bytes to ``counter`` every 256 lines."""
-    pending = 0
-    for n, line in enumerate(lines, 1):
-        pending += len(line)
-        if n % 256 == 0:
-            with counter.get_lock():
-                counter.value += pending
-            pending = 0
-        yield line
-    with counter.get_lock():
-        counter.value += pending
-
-
-def _worker(
-    conn: Any,
-    ranges: list[tuple[str, int, int]],
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter,
-    read_bytes: Any,
-) -> None:
     try:
         with gc_paused():
-            traceset = TraceSet()
-            for path, lo, hi in ranges:
-                _load_lines(_counted(_lines(path, lo, hi), read_bytes), traceset, path)
-            conn.send(list(traceset.traces))
-            split: set[str] = conn.recv()
-            whole = {
-                t: s for t, s in traceset.traces.items() if t not in split and selection.matches(s)
-            }
-            rows, tally = _attribute(whole, group_by, stage_map)
-            away = {t: traceset.traces[t] for t in split if t in traceset.traces}
-            conn.send(("ok", rows, tally, traceset.warnings, away))
+            conn.send(("ok", *_partition(ranges, attribute, window, progress)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
-    # Everything was sent: skip freeing half a million objects one by one at exit.
+    # Everything was sent: skip freeing the worker's objects one by one at exit.
     os._exit(0)
 
 
@@ -166,66 +140,112 @@ def analyze_files(
     workers: int,
     selection: TraceFilter | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    window: int | None = None,
 ) -> Analysis:
-    """Load and attribute ``paths`` on ``workers`` processes; see the module docstring.
+    """Stream and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
-    ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`.
-    ``progress(phase, done, total)`` is called about ten times a second while the
-    workers read (bytes), then once when they attribute.
+    ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`; ``window``
+    is the streaming window in spans (:func:`~tracer.analysis._stream.window_spans`).
+    ``progress(phase, done, total)`` is called about ten times a second while reading
+    (bytes), then once when joining and aggregating.
 
     Raises:
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a worker failed.
+        ConfigError: a bad window or ``group_by``.
     """
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    attribute = Attributor(group_by, stage_map, selection or TraceFilter())
+    size = window_spans(window)
+    names = [str(p) for p in paths]
+    if workers < 2:
+        plan = [[(i, name, 0, Path(name).stat().st_size) for i, name in enumerate(names)]]
+    else:
+        plan = _ranges(paths, workers)
+    total = sum(hi - lo for ranges in plan for _, _, lo, hi in ranges)
+    with gc_paused():
+        if len(plan) == 1:
+            done = [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                if progress is not None:
+                    progress("reading", done[0], total)
+
+            parts = [_partition(plan[0], attribute, size, tick)]
+        else:
+            parts = _fork(plan, attribute, size, total, progress)
+        if progress is not None:
+            progress("attributing", 0, 0)
+        table = TraceTable()
+        loaded = Warnings()
+        lines = [LineTally() for _ in names]
+        last_range = {index: n for n, (index, _, _, _) in enumerate(r for p in plan for r in p)}
+        n = 0
+        for part_table, part_loaded in parts:
+            table.merge(part_table)
+            for index, warnings, part_lines in part_loaded:
+                loaded.merge(warnings)
+                lines[index].merge(part_lines)
+                if last_range[index] == n:  # the file's last range: its line counts
+                    lines[index].report(names[index], loaded)
+                n += 1
+        attribute.table = table
+        join_parts(table, names, attribute)
+        return aggregate_table(table, group_by, loaded, table.tally())
+
+
+def analyze_store(
+    path: Path,
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter | None = None,
+) -> Analysis:
+    """Attribute the span store at ``path`` trace by trace (in trace-id order, read in
+    chunks), in this process.
+
+    Raises:
+        NoUsableDataError: no trace could be analysed.
+        SourceError: not a span store.
+        ConfigError: an unknown ``group_by``.
+    """
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     selection = selection or TraceFilter()
+    attribute = Attributor(group_by, stage_map, selection)
+    loaded = Warnings()
+    with gc_paused():
+        stream_store(str(path), selection.since_ns, attribute, loaded)
+        table = attribute.table
+        return aggregate_table(table, group_by, loaded, table.tally())
+
+
+def _fork(
+    plan: list[list[Range]],
+    attribute: Attributor,
+    window: int,
+    total: int,
+    progress: Callable[[str, int, int], None] | None,
+) -> list[Any]:
     ctx = multiprocessing.get_context("fork")
-    plan = _ranges(paths, workers)
-    total_bytes = sum(hi - lo for ranges in plan for _, lo, hi in ranges)
-    read_bytes = ctx.Value("q", 0)
+    read = ctx.Value("q", 0)
     conns, procs = [], []
     for ranges in plan:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(
-            target=_worker,
-            args=(child, ranges, group_by, stage_map, selection, read_bytes),
-            daemon=True,
-        )
+        proc = ctx.Process(target=_worker, args=(child, ranges, attribute, window, read))
+        proc.daemon = True
         proc.start()
         child.close()
         conns.append(parent)
         procs.append(proc)
     try:
-        with gc_paused():
-            if progress is not None:
-                while not all(c.poll(0) for c in conns):
-                    progress("reading", min(read_bytes.value, total_bytes), total_bytes)
-                    time.sleep(0.1)
-                progress("reading", total_bytes, total_bytes)
-            id_lists = [_recv(c) for c in conns]
-            if progress is not None:
-                progress("attributing", 0, 0)
-            seen = Counter(t for ids in id_lists for t in ids)
-            split = {t for t, n in seen.items() if n > 1}
-            for conn, ids in zip(conns, id_lists, strict=True):
-                conn.send(split.intersection(ids) if split else set())
-            del id_lists, seen
-            results = [_recv(c) for c in conns]
-            warnings = Warnings()
-            tally = Warnings()
-            rows: list[tuple[Any, ...]] = []
-            joined: dict[str, list[Any]] = {}
-            for _status, part_rows, part_tally, part_warnings, away in results:
-                rows.extend(part_rows)
-                tally.merge(part_tally)
-                warnings.merge(part_warnings)
-                for t, spans in away.items():
-                    joined.setdefault(t, []).extend(spans)
-            joined = {t: s for t, s in joined.items() if selection.matches(s)}
-            more, more_tally = _attribute(joined, group_by, stage_map)
-            rows.extend(more)
-            tally.merge(more_tally)
-            breakdowns = [TraceBreakdown(*row) for row in rows]
-            return aggregate(breakdowns, group_by, TraceSet({}, warnings), tally)
+        if progress is not None:
+            while not all(c.poll(0) for c in conns):
+                progress("reading", min(read.value, total), total)
+                time.sleep(0.1)
+            progress("reading", total, total)
+        return [_recv(c)[1:] for c in conns]
     finally:
         for proc in procs:
             proc.join(timeout=5)

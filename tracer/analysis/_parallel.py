@@ -33,12 +33,17 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def workers() -> int:
-    """Processes for a large file: one per CPU (at most 8), 1 without ``fork``.
+def workers(value: int | None = None) -> int:
+    """Processes for a large file: ``value`` (the keyword wins), else
+    ``HOPTRACE_WORKERS``, else one per CPU (at most 8); 1 without ``fork``.
 
     Raises:
-        ConfigError: ``HOPTRACE_WORKERS`` is not a positive integer.
+        ConfigError: ``value`` or ``HOPTRACE_WORKERS`` is not a positive integer.
     """
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"workers must be a positive integer, got {value!r}")
+        return value if "fork" in multiprocessing.get_all_start_methods() else 1
     setting = os.environ.get("HOPTRACE_WORKERS", "").strip()
     if setting:
         count = int(setting) if setting.isdigit() else 0

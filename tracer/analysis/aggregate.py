@@ -9,6 +9,7 @@ import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
+from tracer.analysis._table import _NONE, Columns, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
@@ -22,6 +23,7 @@ __all__ = [
     "Stats",
     "TokenStats",
     "aggregate",
+    "aggregate_table",
     "analyze",
     "iter_prepared",
     "selected_group",
@@ -115,7 +117,13 @@ class Analysis:
     tokens: TokenStats | None
     warnings: Warnings
     exemplars: dict[str, str]
-    breakdowns: tuple[TraceBreakdown, ...]
+    columns: Columns
+
+    @property
+    def breakdowns(self) -> tuple[TraceBreakdown, ...]:
+        """Every trace's breakdown, sorted by start time and trace id (built on each
+        call from the compact :attr:`columns`)."""
+        return tuple(self.columns.breakdowns())
 
 
 def iter_prepared(
@@ -148,87 +156,92 @@ def analyze(
 
 
 def aggregate(
-    breakdowns: list[TraceBreakdown], group_by: str, traceset: TraceSet, tally: Warnings
+    breakdowns: Iterable[TraceBreakdown], group_by: str, traceset: TraceSet, tally: Warnings
 ) -> Analysis:
     """Aggregate per-trace breakdowns (``docs/analysis.md``, aggregation)."""
+    table = TraceTable()
+    for b in breakdowns:
+        table.add(b)
+    return aggregate_table(table, group_by, traceset.warnings, tally)
+
+
+def aggregate_table(
+    table: TraceTable, group_by: str, loaded: Warnings, tally: Warnings
+) -> Analysis:
+    """Aggregate the rows of ``table``; ``loaded`` are the loaders' warnings, ``tally``
+    the analyzer's (in that order in the result)."""
     warnings = Warnings()
-    warnings.merge(traceset.warnings)
+    warnings.merge(loaded)
     warnings.merge(tally)
     messages = warnings.messages
     # One order whatever the source order or the number of workers: exemplar ties and
     # the JSON come out the same.
-    breakdowns = sorted(breakdowns, key=lambda b: (b.start_ns, b.trace_id))
-    if not breakdowns:
+    cols = table.columns()
+    n = len(cols)
+    if not n:
         reason = messages[0] if messages else "the source holds no spans"
         raise NoUsableDataError(f"no trace could be analysed: {reason}")
-    if len(breakdowns) < MIN_TRACES:
+    if n < MIN_TRACES:
         warnings.note(
-            f"only {len(breakdowns)} traces: percentiles from fewer than {MIN_TRACES} "
-            "samples are rough"
+            f"only {n} traces: percentiles from fewer than {MIN_TRACES} samples are rough"
         )
-    e2e = np.array([b.e2e_ns for b in breakdowns], dtype=float) / NS_PER_MS
-    names = sorted({g for b in breakdowns for g in b.groups})
-    col = {g: j for j, g in enumerate(names)}
-    matrix = np.zeros((len(breakdowns), len(names)))
-    for t, b in enumerate(breakdowns):
-        for g, v in b.groups.items():
-            matrix[t, col[g]] = v
-    matrix /= NS_PER_MS
+    e2e = cols.e2e_ns.astype(float) / NS_PER_MS
+    rows, keys, values = cols.groups
+    present = sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k])
     tail = e2e >= np.percentile(e2e, 90)
-    with_ttft = [b for b in breakdowns if b.ttft_ns is not None and b.ttft_groups is not None]
-    ttft_totals: dict[str, float] = {}
-    ttft_sum = 0.0
-    for b in with_ttft:
-        ttft_sum += b.ttft_ns or 0
-        for g, v in (b.ttft_groups or {}).items():
-            ttft_totals[g] = ttft_totals.get(g, 0.0) + v
-    groups = [
-        _group_stats(
-            g,
-            matrix[:, col[g]],
-            e2e,
-            tail,
-            (ttft_totals.get(g, 0.0) / ttft_sum) if ttft_sum > 0 else None,
+    with_ttft = cols.ttft_ns != _NONE
+    t_rows, t_keys, t_values = cols.ttft_groups
+    ttft_sum = int(cols.ttft_ns[with_ttft].sum())
+    groups = []
+    for k in present:
+        column = np.zeros(n)
+        mine = keys == k
+        column[rows[mine]] = values[mine]
+        exact_ttft = int(t_values[t_keys == k].sum())
+        groups.append(
+            _group_stats(
+                cols.group_names[k],
+                column / NS_PER_MS,
+                e2e,
+                tail,
+                (exact_ttft / ttft_sum) if ttft_sum > 0 else None,
+            )
         )
-        for g in names
-    ]
     groups.sort(key=lambda s: (-s.share, s.name))
-    hop_values: dict[tuple[str, str], list[float]] = {}
-    for b in breakdowns:
-        for hop, v in b.hops.items():
-            hop_values.setdefault(hop, []).append(v / NS_PER_MS)
+    h_rows, h_keys, h_values = cols.hops
     hops = []
-    for (src, dst), values in hop_values.items():
-        st = stats(values)
+    for k in dict.fromkeys(h_keys.tolist()):
+        st = stats(h_values[h_keys == k] / NS_PER_MS)
+        src, dst = cols.hop_names[k]
         hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90))
     hops.sort(key=lambda h: -h.mean_ms)
-    token_rows = [b for b in breakdowns if b.input_tokens is not None]
+    has_tokens = cols.input_tokens != _NONE
     tokens = None
-    if token_rows:
+    if has_tokens.any():
+        tin, tout = cols.input_tokens[has_tokens], cols.output_tokens[has_tokens]
+        models = {cols.strings[m] for m in np.unique(cols.model[has_tokens]).tolist()}
         tokens = TokenStats(
-            requests=len(token_rows),
-            input_mean=float(np.mean([b.input_tokens or 0 for b in token_rows])),
-            output_mean=float(np.mean([b.output_tokens or 0 for b in token_rows])),
-            models=tuple(sorted({b.model for b in token_rows if b.model})),
-            input_total=sum(b.input_tokens or 0 for b in token_rows),
-            output_total=sum(b.output_tokens or 0 for b in token_rows),
+            requests=int(has_tokens.sum()),
+            input_mean=float(np.mean(tin)),
+            output_mean=float(np.mean(tout)),
+            models=tuple(sorted(m for m in models if m)),
+            input_total=int(tin.sum()),
+            output_total=int(tout.sum()),
         )
-    model_ttft_values = [
-        b.model_ttft_ns / NS_PER_MS for b in breakdowns if b.model_ttft_ns is not None
-    ]
+    model_ttft = cols.model_ttft_ns[cols.model_ttft_ns != _NONE] / NS_PER_MS
     return Analysis(
-        traces=len(breakdowns),
-        spans=sum(b.span_count for b in breakdowns),
+        traces=n,
+        spans=int(cols.span_count.sum()),
         group_by=group_by,
         e2e=stats(e2e),
-        ttft=stats((b.ttft_ns or 0) / NS_PER_MS for b in with_ttft) if with_ttft else None,
-        model_ttft=stats(model_ttft_values) if model_ttft_values else None,
+        ttft=stats(cols.ttft_ns[with_ttft] / NS_PER_MS) if with_ttft.any() else None,
+        model_ttft=stats(model_ttft) if model_ttft.size else None,
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=tokens,
         warnings=warnings,
-        exemplars=_exemplars(breakdowns, e2e),
-        breakdowns=tuple(breakdowns),
+        exemplars=_exemplars(cols, e2e),
+        columns=cols,
     )
 
 
@@ -261,25 +274,23 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
     names = {g.name for g in analysis.groups if covers(stage, g.name)}
     if not names:
         return None
-    rows = analysis.breakdowns
-    e2e = np.array([b.e2e_ns for b in rows], dtype=float) / NS_PER_MS
-    column = np.array(
-        [sum(v for g, v in b.groups.items() if g in names) for b in rows], dtype=float
-    )
-    ttft_rows = [b for b in rows if b.ttft_ns is not None and b.ttft_groups is not None]
-    ttft_sum = sum(b.ttft_ns or 0 for b in ttft_rows)
-    ttft_share = (
-        sum(v for b in ttft_rows for g, v in (b.ttft_groups or {}).items() if g in names) / ttft_sum
-        if ttft_sum > 0
-        else None
-    )
+    cols = analysis.columns
+    n = len(cols)
+    wanted = np.array([g in names for g in cols.group_names] or [False])
+    e2e = cols.e2e_ns.astype(float) / NS_PER_MS
+    rows, keys, values = cols.groups
+    mine = wanted[keys]
+    column = np.bincount(rows[mine], weights=values[mine], minlength=n).astype(float)
+    t_rows, t_keys, t_values = cols.ttft_groups
+    ttft_sum = int(cols.ttft_ns[cols.ttft_ns != _NONE].sum())
+    ttft_share = int(t_values[wanted[t_keys]].sum()) / ttft_sum if ttft_sum > 0 else None
     tail = e2e >= np.percentile(e2e, 90)
     return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share)
 
 
-def _exemplars(breakdowns: list[TraceBreakdown], e2e_ms: np.ndarray) -> dict[str, str]:
+def _exemplars(cols: Columns, e2e_ms: np.ndarray) -> dict[str, str]:
     out = {}
     for label, q in (("p50", 50), ("p90", 90)):
         target = np.percentile(e2e_ms, q)
-        out[label] = breakdowns[int(np.argmin(np.abs(e2e_ms - target)))].trace_id
+        out[label] = str(cols.ids[int(np.argmin(np.abs(e2e_ms - target)))])
     return out

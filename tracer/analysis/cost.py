@@ -17,14 +17,18 @@ def cost_per_request(a: Analysis, prices: Prices) -> float | None:
     """
     if a.tokens is None or not prices:
         return None
+    cols = a.columns
+    strings = cols.strings
     total = 0.0
     priced = False
-    for b in a.breakdowns:
-        if b.input_tokens is None:
+    for tin, tout, model in zip(
+        cols.input_tokens.tolist(), cols.output_tokens.tolist(), cols.model.tolist(), strict=True
+    ):
+        if tin < 0:  # no usage on this trace
             continue
-        price = prices.get(b.model or "") or prices.get("*")
+        price = prices.get(strings[model] or "") or prices.get("*")
         if price is None:
             continue
         priced = True
-        total += (b.input_tokens or 0) / 1000 * price[0] + (b.output_tokens or 0) / 1000 * price[1]
+        total += tin / 1000 * price[0] + tout / 1000 * price[1]
     return total / a.tokens.requests if priced else None

@@ -35,12 +35,16 @@ def analyze_sources(
     backend: str = "auto",
     query: str | None = None,
     listener: Listener = QUIET,
+    workers: int | None = None,
+    window_spans: int | None = None,
 ) -> tuple[Analysis, TraceSet | None]:
     """Load and attribute the selected traces of ``sources``.
 
-    Large OTLP JSON-lines files (``HOPTRACE_WORKERS`` processes, one per CPU by
-    default) are read in byte ranges by worker processes, with the same result as the
-    serial path; that path keeps no spans, so it is taken only when ``keep_traces`` is
+    OTLP JSON-lines files are streamed in bounded memory (``docs/scaling.md``), with
+    the same result as loading them whole; large ones (64 MB or more) on ``workers``
+    processes (else ``HOPTRACE_WORKERS``, else one per CPU; 1 keeps it to this
+    process). ``window_spans`` (else ``HOPTRACE_WINDOW_SPANS``) is the streaming
+    window. That path keeps no spans, so it is taken only when ``keep_traces`` is
     false and no ``limit`` asks for the newest traces. ``backend``, ``query`` and
     ``listener`` are for trace backend URLs, as in :func:`load`.
 
@@ -51,7 +55,15 @@ def analyze_sources(
         SourceError, NoUsableDataError, ConfigError: as :func:`load` and :func:`analyze`.
     """
     if not keep_traces and limit is None and query is None:
-        result = _parallel(sources, group_by, stage_map, service, operation, run, since, progress)
+        result = _streamed(
+            sources,
+            group_by,
+            stage_map,
+            TraceFilter(service, operation, run, _since_ns(since)),
+            progress,
+            workers,
+            window_spans,
+        )
         if result is not None:
             return result, None
     traces = load(
@@ -68,25 +80,32 @@ def analyze_sources(
     return analyze(traces, group_by, stage_map), traces
 
 
-def _parallel(
+def _since_ns(since: str | None) -> int | None:
+    return time.time_ns() - int(parse_duration(since) * 1e9) if since else None
+
+
+def _streamed(
     sources: Sequence[str],
     group_by: str,
     stage_map: StageMap | None,
-    service: str | None,
-    operation: str | None,
-    run: str | None,
-    since: str | None,
+    keep: TraceFilter,
     progress: Progress | None,
+    workers: int | None,
+    window_spans: int | None,
 ) -> Analysis | None:
-    from tracer.analysis._bigfile import analyze_files, eligible
-    from tracer.analysis._parallel import workers
+    from collector.store import default_store_path, is_store_file
+    from tracer.analysis._bigfile import analyze_files, analyze_store, eligible
+    from tracer.analysis._parallel import workers as worker_count
 
-    if not sources or any(is_url(s) for s in sources):
+    if any(is_url(s) or s == "-" for s in sources):
         return None
-    paths = [Path(s).expanduser() for s in sources]
-    count = workers()
-    if count < 2 or not eligible(paths):
+    paths = [Path(s).expanduser() for s in sources] or [default_store_path()]
+    if len(paths) == 1 and paths[0].is_file() and is_store_file(paths[0]):
+        worker_count(workers)  # a bad setting is an error on every path
+        return analyze_store(paths[0], group_by, stage_map, keep)
+    if not eligible(paths, min_bytes=0):
         return None
-    since_ns = time.time_ns() - int(parse_duration(since) * 1e9) if since else None
-    keep = TraceFilter(service, operation, run, since_ns)
-    return analyze_files(paths, group_by, stage_map, count, keep, progress)
+    count = worker_count(workers)
+    if count > 1 and not eligible(paths):
+        count = 1  # small: forking costs more than it saves
+    return analyze_files(paths, group_by, stage_map, count, keep, progress, window_spans)

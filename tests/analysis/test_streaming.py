@@ -1,0 +1,148 @@
+"""Streaming analysis in bounded memory gives the whole-file analysis's numbers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tracer._errors import ConfigError
+from tracer.analysis import analyze, analyze_sources, load
+from tracer.analysis._bigfile import analyze_files
+from tracer.analysis.render import analysis_dict
+from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.traceset import TraceFilter
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def _traces(count: int, seed: int = 3) -> list[list]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        ms = {k: v * rng.uniform(0.5, 1.5) for k, v in SEED_MS.items()}
+        spans = chain_trace(
+            f"{i + 1:032x}", T0 + i * 900 * MS, ms, model_ttft_ms=90.0, tokens=(500, 80)
+        )
+        next(s for s in spans if s.parent_id is None).attributes["hoptrace.run"] = (
+            "even" if i % 2 == 0 else "odd"
+        )
+        out.append(spans)
+    return out
+
+
+def _write(path: Path, batches: list[list]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
+    return path
+
+
+def _stragglers(path: Path, count: int = 40) -> Path:
+    """Most traces whole and close together; every third one has its model spans
+    written at the very end of the file, far past any small window; one batch of
+    garbage in between."""
+    early, late = [], []
+    for i, spans in enumerate(_traces(count)):
+        if i % 3 == 0:
+            early.append([s for s in spans if s.service != "model"])
+            late.append([s for s in spans if s.service == "model"])
+        else:
+            early.append(spans)
+    _write(path, early + late)
+    with open(path, "ab") as fh:
+        fh.write(b"not json\n" + orjson.dumps(to_otlp_json(late[0])) + b"\n")  # exact copies
+    return path
+
+
+@pytest.mark.parametrize("window", [1, 5, 40, 1_000_000])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_stragglers_past_the_window_are_joined_not_lost_or_counted_twice(tmp_path, window, workers):
+    path = _stragglers(tmp_path / "s.jsonl")
+    whole = analyze(load([path]))
+    streamed = analyze_files([path], "stage", None, workers, window=window)
+    assert streamed.traces == whole.traces == 40
+    assert streamed.spans == whole.spans
+    assert analysis_dict(streamed) == analysis_dict(whole)
+
+
+@pytest.mark.parametrize("group_by", ["service", "operation"])
+def test_traces_split_across_files_are_joined(tmp_path, group_by):
+    traces = _traces(30, seed=5)
+    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
+    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    whole = analyze(load([first, second]), group_by)
+    for workers in (1, 2):
+        streamed = analyze_files([first, second], group_by, None, workers, window=3)
+        assert analysis_dict(streamed) == analysis_dict(whole)
+
+
+def test_filters_see_the_joined_trace(tmp_path):
+    path = _stragglers(tmp_path / "s.jsonl")
+    for kwargs in ({"service": "model"}, {"run": "even"}):
+        whole = analyze(load([path], **kwargs))
+        streamed = analyze_files([path], "stage", None, 2, TraceFilter(**kwargs), window=2)
+        assert analysis_dict(streamed) == analysis_dict(whole)
+
+
+def test_a_shuffled_file_gives_the_same_numbers_at_any_window(tmp_path):
+    spans = [s for t in _traces(25, seed=9) for s in t]
+    random.Random(1).shuffle(spans)
+    path = _write(tmp_path / "shuffled.jsonl", [spans[i : i + 7] for i in range(0, len(spans), 7)])
+    whole = analysis_dict(analyze(load([path])))
+    for window in (1, 10, 100):
+        assert analysis_dict(analyze_files([path], "stage", None, 1, window=window)) == whole
+
+
+def test_analyze_sources_streams_small_files_with_the_same_output(tmp_path):
+    path = _stragglers(tmp_path / "s.jsonl")
+    streamed, traces = analyze_sources([str(path)], window_spans=2)
+    assert traces is None  # the streaming path keeps no spans
+    kept, traces = analyze_sources([str(path)], keep_traces=True)
+    assert traces is not None
+    assert analysis_dict(streamed) == analysis_dict(kept)
+
+
+def test_workers_keyword_wins_over_the_environment(tmp_path, monkeypatch):
+    import tracer.analysis._bigfile as bigfile
+
+    path = _stragglers(tmp_path / "s.jsonl")
+    monkeypatch.setenv("HOPTRACE_WORKERS", "4")
+    monkeypatch.setenv("HOPTRACE_PARALLEL_MIN_BYTES", "1")
+
+    def no_fork(*args, **kwargs):
+        raise AssertionError("forked although workers=1")
+
+    monkeypatch.setattr(bigfile, "_fork", no_fork)
+    one, _ = analyze_sources([str(path)], workers=1)
+    with pytest.raises(AssertionError, match="forked"):
+        analyze_sources([str(path)])
+    assert one.traces == 40
+
+
+def test_a_bad_window_is_a_config_error(tmp_path, monkeypatch):
+    path = _stragglers(tmp_path / "s.jsonl")
+    with pytest.raises(ConfigError, match="window_spans must be a positive"):
+        analyze_files([path], "stage", None, 1, window=0)
+    monkeypatch.setenv("HOPTRACE_WINDOW_SPANS", "lots")
+    with pytest.raises(ConfigError, match="HOPTRACE_WINDOW_SPANS must be a positive"):
+        analyze_sources([str(path)])
+
+
+def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):
+    from collector.store import SpanStore
+
+    spans = [s for t in _traces(30, seed=11) for s in t]
+    random.Random(2).shuffle(spans)
+    path = tmp_path / "spans.db"
+    with SpanStore(path, create=True) as store:
+        for i in range(0, len(spans), 13):
+            store.write(spans[i : i + 13])
+    whole = analyze(load([path]))
+    streamed, traces = analyze_sources([str(path)])
+    assert traces is None
+    assert analysis_dict(streamed) == analysis_dict(whole)
+    assert analysis_dict(analyze_sources([str(path)], run="even")[0]) == analysis_dict(
+        analyze(load([path], run="even"))
+    )

@@ -1,0 +1,270 @@
+"""Streaming analysis of OTLP JSON-lines files in bounded memory.
+
+Lines are read in order and their spans grouped by trace. A trace is complete once
+the input has moved ``window_spans`` spans past its last span (the Collector writes a
+trace's spans close together): it is attributed, its breakdown goes into a compact
+:class:`~tracer.analysis._table.TraceTable` and its spans are dropped. So memory holds
+the window's spans and a few hundred bytes a trace, not the file.
+
+A trace whose spans straggle in after it was attributed (or that crosses a range or
+file boundary) gets one row per part. :func:`join_parts` finds them at the end, drops
+the parts, reads just the lines between each part's first and last line again, and
+attributes the joined trace, so the numbers are the whole-file analysis's exactly.
+
+``HOPTRACE_WINDOW_SPANS`` (keyword ``window_spans``) sets the window; default
+:data:`WINDOW_SPANS`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tracer._errors import ConfigError
+from tracer.analysis._table import TraceTable
+from tracer.analysis.breakdown import break_down
+from tracer.analysis.loaders.files import add_object
+from tracer.analysis.prepare import StageMap, prepare
+from tracer.analysis.traceset import TraceFilter, TraceSet
+from tracer.spans.model import Span, Warnings
+
+__all__ = [
+    "WINDOW_SPANS",
+    "Attributor",
+    "LineTally",
+    "join_parts",
+    "stream_range",
+    "stream_store",
+    "window_spans",
+]
+
+#: Spans read past a trace's last span before it counts as complete.
+WINDOW_SPANS = 100_000
+
+_OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
+_SLOT_BITS = 12  # the order of a trace's first appearance within its line
+
+
+def window_spans(value: int | None = None) -> int:
+    """The streaming window: ``value``, else ``HOPTRACE_WINDOW_SPANS``, else the default.
+
+    Raises:
+        ConfigError: not a positive integer.
+    """
+    if value is not None:
+        if value < 1:
+            raise ConfigError(f"window_spans must be a positive number of spans, got {value!r}")
+        return value
+    setting = os.environ.get("HOPTRACE_WINDOW_SPANS", "").strip()
+    if not setting:
+        return WINDOW_SPANS
+    if not setting.isdigit() or int(setting) < 1:
+        raise ConfigError(
+            f"HOPTRACE_WINDOW_SPANS must be a positive number of spans, got {setting!r}"
+        )
+    return int(setting)
+
+
+def _seq(file_index: int, offset: int, slot: int) -> int:
+    """Where a trace first appears: file, byte offset of the line, order in the line."""
+    return (file_index << (_OFFSET_BITS + _SLOT_BITS)) | (offset << _SLOT_BITS) | min(slot, 4095)
+
+
+def _where(seq: int) -> tuple[int, int]:
+    return seq >> (_OFFSET_BITS + _SLOT_BITS), (seq >> _SLOT_BITS) & ((1 << _OFFSET_BITS) - 1)
+
+
+@dataclass
+class LineTally:
+    """Lines of one file that were not JSON or of an unknown shape."""
+
+    bad: int = 0
+    unknown: int = 0
+
+    def merge(self, other: LineTally) -> None:
+        """Add another part's counts."""
+        self.bad += other.bad
+        self.unknown += other.unknown
+
+    def report(self, origin: str, warnings: Warnings) -> None:
+        """Note the counts as the serial loader does at the end of a file."""
+        if self.bad:
+            warnings.skip(
+                f"{origin}: {self.bad} lines are not JSON (truncated or not a trace file)", 0
+            )
+        if self.unknown:
+            warnings.skip(f"{origin}: {self.unknown} lines are JSON of an unknown shape", 0)
+
+
+@dataclass
+class Attributor:
+    """Attributes complete traces into ``table``, keeping whole traces ``selection`` keeps."""
+
+    group_by: str
+    stage_map: StageMap | None
+    selection: TraceFilter = field(default_factory=TraceFilter)
+    table: TraceTable = field(default_factory=TraceTable)
+
+    def __call__(self, trace_id: str, spans: list[Span], seq: int, last_end: int) -> None:
+        """Attribute one trace (or one part of it; :func:`join_parts` sorts that out)."""
+        if self.selection.active and not self.selection.matches(spans):
+            self.table.mark(trace_id, seq, last_end, None)
+            return
+        issues = Warnings()
+        prepared = prepare(trace_id, spans, issues, self.stage_map)
+        if prepared is None:
+            issues.skipped_traces += 1
+            self.table.mark(trace_id, seq, last_end, issues)
+            return
+        self.table.add(break_down(prepared, self.group_by), seq, last_end, issues)
+
+
+def _lines(fh: Any, lo: int, hi: int) -> Any:
+    """(offset, line) for the lines in [lo, hi) of an open binary file."""
+    fh.seek(lo)
+    offset = lo
+    while offset < hi:
+        line = fh.readline(hi - offset)
+        if not line:
+            return
+        yield offset, line
+        offset += len(line)
+
+
+def _parse(line: bytes, sink: TraceSet, origin: str, lines: LineTally) -> None:
+    if not line.strip():
+        return
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        lines.bad += 1
+        return
+    if not add_object(obj, sink, origin):
+        lines.unknown += 1
+
+
+def stream_range(
+    path: str,
+    file_index: int,
+    lo: int,
+    hi: int,
+    attribute: Callable[[str, list[Span], int, int], None],
+    window: int,
+    loaded: Warnings,
+    lines: LineTally,
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Stream the lines in bytes [lo, hi) of ``path``, attributing traces as they
+    complete (see the module docstring); the rest are attributed at ``hi``.
+
+    Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
+    is told the bytes read every 256 lines.
+    """
+    open_traces: dict[str, list[Any]] = {}  # id -> [spans, seq, last span number, last end]
+    queue: deque[tuple[int, str]] = deque()
+    seen = pending = 0
+    sink = TraceSet(warnings=loaded)
+    with open(path, "rb") as fh:
+        for n, (offset, line) in enumerate(_lines(fh, lo, hi), 1):
+            _parse(line, sink, path, lines)
+            end = offset + len(line)
+            if sink.traces:
+                for slot, (tid, spans) in enumerate(sink.traces.items()):
+                    seen += len(spans)
+                    entry = open_traces.get(tid)
+                    if entry is None:
+                        open_traces[tid] = [spans, _seq(file_index, offset, slot), seen, end]
+                    else:
+                        entry[0].extend(spans)
+                        entry[2], entry[3] = seen, end
+                    queue.append((seen, tid))
+                sink.traces = {}
+                while queue and seen - queue[0][0] > window:
+                    mark, tid = queue.popleft()
+                    entry = open_traces.get(tid)
+                    if entry is not None and entry[2] == mark:
+                        del open_traces[tid]
+                        attribute(tid, entry[0], entry[1], entry[3])
+            if progress is not None:
+                pending += len(line)
+                if n % 256 == 0:
+                    progress(pending)
+                    pending = 0
+    if progress is not None and pending:
+        progress(pending)
+    for tid, (spans, seq, _, end) in open_traces.items():
+        attribute(tid, spans, seq, end)
+
+
+def join_parts(
+    table: TraceTable,
+    paths: Sequence[str],
+    attribute: Callable[[str, list[Span], int, int], None],
+) -> int:
+    """Join the traces that ``table`` holds in several parts: drop the parts, read their
+    lines again, attribute each whole trace once. Returns the number joined."""
+    parts = table.repeated()
+    if not parts:
+        return 0
+    table.drop(set(parts))
+    regions: dict[int, list[tuple[int, int]]] = {}
+    for pieces in parts.values():
+        for seq, end in pieces:
+            file_index, offset = _where(seq)
+            regions.setdefault(file_index, []).append((offset, end))
+    joined: dict[str, list[Span]] = {t: [] for t in parts}
+    ignored = Warnings()
+    sink = TraceSet(warnings=ignored)
+    for file_index in sorted(regions):
+        path = paths[file_index]
+        with open(path, "rb") as fh:
+            for lo, hi in _merged(regions[file_index]):
+                for _, line in _lines(fh, lo, hi):
+                    _parse(line, sink, path, LineTally())
+                    for tid, spans in sink.traces.items():
+                        if tid in joined:
+                            joined[tid].extend(spans)
+                    sink.traces = {}
+    for tid, pieces in sorted(parts.items(), key=lambda kv: min(kv[1])):
+        attribute(tid, joined[tid], min(s for s, _ in pieces), max(e for _, e in pieces))
+    return len(parts)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def stream_store(
+    path: str,
+    since_ns: int | None,
+    attribute: Callable[[str, list[Span], int, int], None],
+    loaded: Warnings,
+) -> None:
+    """Attribute every trace of the span store at ``path``, read in trace-id order a
+    chunk at a time: one trace's spans are held at once, and none straggles."""
+    from collector.store import SpanStore
+
+    current: str | None = None
+    spans: list[Span] = []
+    seq = 0
+    with SpanStore(path) as store:
+        for rowid, span in store.iter_trace_rows(since_ns, loaded):
+            if span.trace_id != current:
+                if current is not None:
+                    attribute(current, spans, seq, 0)
+                # The first row's id orders the warnings as a whole-store read would.
+                current, spans, seq = span.trace_id, [], rowid
+            spans.append(span)
+    if current is not None:
+        attribute(current, spans, seq, 0)
