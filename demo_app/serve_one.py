@@ -10,12 +10,14 @@ every half second everywhere.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -25,6 +27,24 @@ from demo_app.common import setup_logging
 from demo_app.profiles import get_profile
 
 _PR_SET_PDEATHSIG = 1
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, without re-raising the stop signal once it has shut down:
+    uvicorn does, which ends the process before the tracer flushes its last spans."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in wanted}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def _end_with_parent(parent_pid: int) -> None:
@@ -94,17 +114,18 @@ def main(argv: list[str] | None = None) -> None:
             heartbeat_s=args.heartbeat,
         )
         app = create_gateway_app(profile, args.upstream, config)
+    server_config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=3,
+    )
     try:
-        uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=3,
-        )
+        _Server(server_config).run()
     finally:
-        tracer.shutdown()
+        tracer.shutdown()  # the last batch of spans leaves before the process ends
 
 
 if __name__ == "__main__":

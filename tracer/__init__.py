@@ -62,6 +62,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
 __all__ = [
     "ConfigError",
     "HoptraceError",

@@ -90,3 +90,27 @@ def test_unreadable_event_times_do_not_break_loading():
     assert len(spans) == 11 and warnings.skipped_spans == 0
     # The unreadable marks are ignored, the spans kept.
     assert all(s.first_token_ns is None for s in spans)
+
+
+def test_odd_attribute_shapes_and_absurd_marks_load_without_a_traceback(tmp_path):
+    span = {
+        "traceId": "a" * 32, "spanId": "b" * 16, "startTimeUnixNano": "1000",
+        "endTimeUnixNano": "2000",
+        "attributes": [
+            {"key": "array-not-object", "value": {"arrayValue": [1]}},
+            {"key": ["unhashable"], "value": {"kvlistValue": {"values": [5]}}},
+            {"key": "gen_ai.response.time_to_first_chunk", "value": {"doubleValue": 1e300}},
+            {"key": "deep", "value": "DEEP"},
+        ],
+    }  # fmt: skip
+    doc = {"resourceSpans": [{"resource": [1], "scopeSpans": [{"spans": [span]}]}]}
+    # An array nested 300 deep, written as text (encoders refuse that depth).
+    deep = '{"arrayValue": {"values": [' * 300 + '{"stringValue": "x"}' + "]}}" * 300
+    path = tmp_path / "odd.json"
+    path.write_text(__import__("json").dumps(doc).replace('"DEEP"', deep))
+    from tests.helpers import hoptrace
+
+    done = hoptrace("analyze", str(path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert __import__("json").loads(done.stdout)["traces"] == 1

@@ -59,9 +59,16 @@ def normalize_id(value: Any, width: int) -> str | None:
     return text
 
 
-def _any_value(value: Any) -> Any:
+#: Deepest array/kvlist nesting kept; deeper values become None (the collector refuses
+#: such spans at ingest, files are read as far as is sensible).
+MAX_VALUE_DEPTH = 32
+
+
+def _any_value(value: Any, depth: int = 0) -> Any:
     if not isinstance(value, dict):
         return value
+    if depth > MAX_VALUE_DEPTH:
+        return None
     for key, raw in value.items():
         if key == "stringValue":
             return raw
@@ -78,10 +85,14 @@ def _any_value(value: Any) -> Any:
         if key == "boolValue":
             return bool(raw)
         if key == "arrayValue":
-            return [_any_value(v) for v in (raw or {}).get("values", [])]
+            values = raw.get("values") if isinstance(raw, dict) else None
+            return [_any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
         if key == "kvlistValue":
+            values = raw.get("values") if isinstance(raw, dict) else None
             return {
-                kv.get("key"): _any_value(kv.get("value")) for kv in (raw or {}).get("values", [])
+                str(kv.get("key")): _any_value(kv.get("value"), depth + 1)
+                for kv in (values if isinstance(values, list) else [])
+                if isinstance(kv, dict)
             }
         if key == "bytesValue":
             return raw
@@ -101,7 +112,7 @@ def _attr_dict(items: Any) -> dict[str, Any]:
                     else _any_value(value)
                 )
             except (KeyError, TypeError):
-                if isinstance(kv, dict) and "key" in kv:
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str):
                     out[kv["key"]] = _any_value(kv.get("value"))
     return out
 
@@ -122,6 +133,8 @@ _PHASE_EVENTS = frozenset(
     {attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END}
 )
 _WANTED_EVENTS = _MARK_EVENTS | _PHASE_EVENTS
+#: A first-token time later than this (seconds from the span's start) is not believed.
+_MAX_MARK_S = 86_400.0
 
 
 def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
@@ -147,7 +160,11 @@ def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> in
                 attributes[key] = int(time_ns)
     for key in _MARK_ATTRIBUTES:
         seconds = attributes.get(key)
-        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
+        if (
+            isinstance(seconds, (int, float))
+            and not isinstance(seconds, bool)
+            and 0 <= seconds < _MAX_MARK_S
+        ):
             mark = start_ns + int(round(seconds * 1e9))
             if best is None or mark < best:
                 best = mark
@@ -166,7 +183,10 @@ def spans_from_otlp_json(obj: Any, warnings: Warnings) -> Iterator[Span]:
         if not isinstance(rs, dict):
             warnings.skip("a resourceSpans entry that is not an object was skipped", 0)
             continue
-        resource = _attr_dict((rs.get("resource") or {}).get("attributes"))
+        raw_resource = rs.get("resource")
+        resource = _attr_dict(
+            raw_resource.get("attributes") if isinstance(raw_resource, dict) else None
+        )
         service = _intern(str(resource.get(attrs.SERVICE_NAME) or "unknown_service"))
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         for ss in scopes if isinstance(scopes, list) else []:
