@@ -229,31 +229,31 @@ class _Exchange:
                 self.ttfc = None
             self.e2e_ms = (time.perf_counter() - self.started) * 1000
             return
+        done = False
         async with client.stream("POST", url, json=body, headers=headers) as resp:
             self.status = str(resp.status_code)
             if resp.status_code != 200:
                 await resp.aread()
-                self.e2e_ms = (time.perf_counter() - self.started) * 1000
-                return
-            check_content_type(resp.headers.get("content-type", ""), stream=True)
-            done = False
-            async for data in aiter_sse_data(resp.aiter_lines()):
-                if data.strip() == "[DONE]":
-                    done = True
-                    break
-                text, tokens, error = chunk_content(data)
-                if error is not None:
-                    self.fail("stream_error", error)
-                    break
-                if tokens is not None:
-                    self.usage_tokens = tokens
-                if text:
-                    self.content()
-            self.e2e_ms = (time.perf_counter() - self.started) * 1000
-            if self.status == "200" and not done:
-                raise ProtocolError("the stream ended without [DONE]")
-            if self.status == "200" and not self.chunks:
-                raise ProtocolError("the answer holds no token")
+            else:
+                check_content_type(resp.headers.get("content-type", ""), stream=True)
+                async for data in aiter_sse_data(resp.aiter_lines()):
+                    if data.strip() == "[DONE]":
+                        done = True
+                        break
+                    text, tokens, error = chunk_content(data)
+                    if error is not None:
+                        self.fail("stream_error", error)
+                        break
+                    if tokens is not None:
+                        self.usage_tokens = tokens
+                    if text:
+                        self.content()
+        # End to end includes closing the response, as the request's span does.
+        self.e2e_ms = (time.perf_counter() - self.started) * 1000
+        if self.status == "200" and not done:
+            raise ProtocolError("the stream ended without [DONE]")
+        if self.status == "200" and not self.chunks:
+            raise ProtocolError("the answer holds no token")
 
     def sample(self) -> Sample:
         if not self.e2e_ms:

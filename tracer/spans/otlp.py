@@ -90,7 +90,7 @@ def _any_value(value: Any, depth: int = 0) -> Any:
         if key == "kvlistValue":
             values = raw.get("values") if isinstance(raw, dict) else None
             return {
-                str(kv.get("key")): _any_value(kv.get("value"), depth + 1)
+                kv.get("key"): _any_value(kv.get("value"), depth + 1)
                 for kv in (values if isinstance(values, list) else [])
                 if isinstance(kv, dict)
             }
