@@ -14,6 +14,7 @@ same :class:`Section` objects as the text and Markdown, the waterfalls from
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from html import escape
 
@@ -88,14 +89,19 @@ svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
 """
 
 
-def _table(section: Section, table_id: str, swatches: bool = False) -> str:
-    """A :class:`Section`'s table as HTML: the same rows the text and Markdown show."""
+def _table(section: Section, table_id: str, swatches: bool | Collection[str] = False) -> str:
+    """A :class:`Section`'s table as HTML: the same rows the text and Markdown show.
+
+    ``swatches``: a colour swatch before every row's name, or only before the names in
+    the given collection (the group rows of a table that has other rows too).
+    """
     head = "".join(f"<th>{escape(h)}</th>" for h in section.headers)
     rows = []
     for row in section.rows:
         first = escape(row[0])
-        if swatches:
-            colour = stage_colour(row[0].removeprefix(SUB_MARK))
+        name = row[0].removeprefix(SUB_MARK)
+        if swatches is True or (not isinstance(swatches, bool) and name in swatches):
+            colour = stage_colour(name)
             first = f'<i class="swatch" style="background:{colour}"></i>{first}'
         cells = "".join(f"<td>{escape(c)}</td>" for c in row[1:])
         rows.append(f"<tr><td>{first}</td>{cells}</tr>")
@@ -158,7 +164,7 @@ def _split_card(split: Split[Analysis]) -> str:
         f'<section class="card" id="split"><h2>{escape(table.title)}</h2>'
         + stacked_bars(bars, "split-bars")
         + legend(names)
-        + _table(table, "split-table", swatches=True)
+        + _table(table, "split-table", swatches=set(names))
         + _notes(table.notes)
         + "</section>"
     )
@@ -192,11 +198,13 @@ def _percentile_card(a: Analysis) -> str:
 
 def _whatif_card(w: WhatIf) -> str:
     scale = w.after.p50 / w.before.p50 if w.before.p50 > 0 else 0.0
+    before = nested(w.before_groups, lambda g: g[0])
+    after = dict(w.after_groups)
     bars = [
-        ("before", list(w.before_groups), f"P50 {fmt_ms(w.before.p50)} ms"),
+        ("before", before, f"P50 {fmt_ms(w.before.p50)} ms"),
         (
             f"{w.stage} {w.speedup:g}x",
-            [(n, s * scale) for n, s in w.after_groups],
+            [(n, after.get(n, 0.0) * scale) for n, _ in before],
             f"P50 {fmt_ms(w.after.p50)} ms",
         ),
     ]
@@ -206,7 +214,7 @@ def _whatif_card(w: WhatIf) -> str:
         + _notes(speed.notes[:1], headline=True)
         + _notes([*speed.notes[1:], "Bars are drawn to scale."])
         + stacked_bars(bars, "whatif-bars")
-        + legend([n for n, _ in w.before_groups])
+        + legend([n for n, _ in before])
         + _table(speed, "whatif-table")
         + "<br>"
         + _table(shares, "whatif-shares", swatches=True)
