@@ -262,39 +262,9 @@ class SpanStore:
             rows = self._conn.execute(query, params).fetchall()
         tally = warnings if warnings is not None else Warnings()
         for row in rows:
-            if (
-                not row[0]
-                or not row[1]
-                or not isinstance(row[6], int)
-                or not isinstance(row[7], int)
-            ):
-                tally.skip("store rows without ids or times were skipped")
-                continue
-            if row[7] < row[6]:
-                tally.skip("store rows that end before they start were skipped")
-                continue
-            try:
-                attributes = orjson.loads(row[11])
-            except (orjson.JSONDecodeError, TypeError):
-                tally.skip("store rows whose attributes are not JSON were skipped")
-                continue
-            if not isinstance(attributes, dict):
-                tally.skip("store rows whose attributes are not a JSON object were skipped")
-                continue
-            yield Span(
-                trace_id=row[0],
-                span_id=row[1],
-                parent_id=row[2],
-                service=row[3],
-                name=row[4],
-                kind=row[5],
-                start_ns=row[6],
-                end_ns=row[7],
-                stage=row[8],
-                status=row[9],
-                first_token_ns=row[10],
-                attributes=attributes,
-            )
+            span = _span_of_row(row, tally)
+            if span is not None:
+                yield span
 
     def close(self) -> None:
         """Close the connection."""
