@@ -368,32 +368,35 @@ def check(
 
     limits = load_budget(budget)
     smap = selection.stage_map()
-    with busy(sources, "reading traces") as notices:
-        traces = selection.load(sources, notices)
-    if split_by is not None:
-        from tracer.analysis.split import split_by as split
-
-        # The stages are checked against all the traces once; a value that never
-        # passes through one (a cached answer, no model) gets "n/a" for its limits.
-        check_budget(run(traces, "stage", smap), limits)
-        parts = split(
-            traces,
-            split_by,
-            lambda part: check_budget(run(part, "stage", smap), limits, absent_stages="skip"),
-        )
+    if split_by is None:
+        # The analysis alone: the streaming path, in bounded memory, on every core.
+        whole, _ = _analyze(sources, selection, "stage", smap, keep_traces=False)
+        result = check_budget(whole, limits)
         if fmt == "json":
-            emit(render.dumps(render.split_budget_dict(parts)), None)
+            emit(render.dumps(render.budget_dict(result)), None)
         else:
-            emit(render.split_budget_text(parts), None)
-        if not all(r.passed for _, _, r in parts.parts):
+            emit(render.budget_text(result), None)
+        if not result.passed:
             sys.exit(1)
         return
-    result = check_budget(run(traces, "stage", smap), limits)
+    from tracer.analysis.split import split_by as split
+
+    with busy(sources, "reading traces") as notices:
+        traces = selection.load(sources, notices)
+
+    # The stages are checked against all the traces once; a value that never
+    # passes through one (a cached answer, no model) gets "n/a" for its limits.
+    check_budget(run(traces, "stage", smap), limits)
+    parts = split(
+        traces,
+        split_by,
+        lambda part: check_budget(run(part, "stage", smap), limits, absent_stages="skip"),
+    )
     if fmt == "json":
-        emit(render.dumps(render.budget_dict(result)), None)
+        emit(render.dumps(render.split_budget_dict(parts)), None)
     else:
-        emit(render.budget_text(result), None)
-    if not result.passed:
+        emit(render.split_budget_text(parts), None)
+    if not all(r.passed for _, _, r in parts.parts):
         sys.exit(1)
 
 
