@@ -122,14 +122,19 @@ def test_the_cli_command_modules_import_only_the_shared_module_of_the_cli():
     )
 
 
-def test_import_collector_loads_neither_numpy_nor_the_analyzer():
+def _heavy_modules_after_import(module: str) -> str:
+    """numpy and analyzer modules loaded by a fresh ``import module``, as printed."""
     code = (
-        "import sys, collector; "
+        f"import sys, {module}; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' "
         "or m.startswith('tracer.analysis')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    return done.stdout.strip()
+
+
+def test_import_collector_loads_neither_numpy_nor_the_analyzer():
+    assert _heavy_modules_after_import("collector") == "[]"
 
 
 def test_python_m_tracer_cli_runs_the_commands_once():
@@ -146,10 +151,4 @@ def test_no_module_passes_500_lines():
 
 
 def test_the_command_line_starts_without_loading_the_analyzer():
-    code = (
-        "import sys, tracer.cli; "
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numpy' "
-        "or m.startswith('tracer.analysis')))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "[]"
+    assert _heavy_modules_after_import("tracer.cli") == "[]"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +14,7 @@ import pytest
 from collector import BackgroundCollector, SpanStore
 from collector.memory import DEFAULT_MAX_MEMORY_BYTES, MemoryBudget, MiB, parse_size
 from tests.collector import bodies as b
-from tests.helpers import hoptrace
+from tests.helpers import eventually, hoptrace
 from tracer._errors import ConfigError
 
 
@@ -58,13 +57,6 @@ def _traces(collector: BackgroundCollector) -> set[str]:
 
 def _health(collector: BackgroundCollector) -> dict:
     return httpx.get(collector.endpoint + "/healthz").json()
-
-
-def _poll(predicate, deadline_s: float = 10) -> None:
-    end = time.monotonic() + deadline_s
-    while not predicate():
-        assert time.monotonic() < end, "condition not met before the deadline"
-        time.sleep(0.02)
 
 
 def test_past_max_memory_new_requests_get_503_with_retry_after(collector, monkeypatch):
@@ -115,7 +107,9 @@ def test_a_request_whose_client_has_gone_is_not_written(tmp_path, monkeypatch):
             assert held.entered.wait(10)
             with pytest.raises(httpx.ReadTimeout):
                 _post(collector, gone, timeout=0.5)
-            _poll(lambda: _health(collector)["requests_abandoned"] == 1)
+            assert (
+                eventually(lambda: _health(collector)["requests_abandoned"], lambda n: n == 1) == 1
+            )
             held.release.set()
             assert pending.result().status_code == 200
         first_trace = first.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
