@@ -279,24 +279,40 @@ class SpanStore:
 
     # Added by the analyzer (issue 15): bounded-memory reading for streaming analysis.
     def iter_trace_rows(
-        self, since_ns: int | None = None, warnings: Warnings | None = None, chunk: int = 20_000
+        self,
+        since_ns: int | None = None,
+        warnings: Warnings | None = None,
+        chunk: int = 20_000,
+        trace_ids: tuple[str | None, str | None] = (None, None),
     ) -> Iterator[tuple[int, Span]]:
         """``(rowid, span)`` of every stored span in trace-id order (rows of one trace
         in the order they were written), read ``chunk`` rows at a time, so a reader
         holds one chunk, not the store. Rows are checked as in :meth:`iter_spans`.
+        ``trace_ids`` = (lo, hi) keeps the traces with ``lo <= trace_id < hi`` (None:
+        no bound), so that separate readers can take separate parts of the store.
         """
-        query = f"SELECT {_COLUMNS}, rowid FROM spans"
-        params: tuple = ()
+        clauses: list[str] = []
+        params: list[object] = []
+        lo, hi = trace_ids
+        if lo is not None:
+            clauses.append("trace_id >= ?")
+            params.append(lo)
+        if hi is not None:
+            clauses.append("trace_id < ?")
+            params.append(hi)
         if since_ns is not None:
-            query += (
-                " WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id "
+            clauses.append(
+                "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id "
                 "HAVING MIN(start_ns) >= ?)"
             )
-            params = (since_ns,)
+            params.append(since_ns)
+        query = f"SELECT {_COLUMNS}, rowid FROM spans"
+        if clauses:
+            query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY trace_id, rowid"
         tally = warnings if warnings is not None else Warnings()
         with self._lock:
-            cursor = self._conn.execute(query, params)
+            cursor = self._conn.execute(query, tuple(params))
         try:
             while True:
                 with self._lock:
@@ -309,6 +325,29 @@ class SpanStore:
                         yield row[12], span
         finally:
             cursor.close()
+
+    def trace_id_sample(self, size: int) -> list[str]:
+        """The trace ids of about ``size`` rows spread evenly over the store (by rowid),
+        sorted: where to cut it into parts of about equal size, without a full scan."""
+        with self._lock:
+            low, high = self._conn.execute("SELECT MIN(rowid), MAX(rowid) FROM spans").fetchone()
+        if low is None:
+            return []
+        step = max(1, (high - low + 1) // max(size, 1))
+        rowids = list(range(low, high + 1, step))
+        found: list[str] = []
+        with self._lock:
+            for i in range(0, len(rowids), 500):
+                batch = rowids[i : i + 500]
+                marks = ",".join("?" * len(batch))
+                found.extend(
+                    row[0]
+                    for row in self._conn.execute(
+                        f"SELECT trace_id FROM spans WHERE rowid IN ({marks})", batch
+                    )
+                    if isinstance(row[0], str)
+                )
+        return sorted(found)
 
 
 def _span_of_row(row: tuple, tally: Warnings) -> Span | None:

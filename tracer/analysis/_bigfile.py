@@ -39,7 +39,7 @@ from tracer.analysis.prepare import StageMap
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Warnings
 
-__all__ = ["MIN_BYTES", "analyze_files", "analyze_store", "eligible"]
+__all__ = ["MIN_BYTES", "analyze_files", "analyze_store", "eligible", "merge_partitions"]
 
 MIN_BYTES = 64 * 1024 * 1024  # below this, forking costs more than it saves
 
@@ -178,22 +178,33 @@ def analyze_files(
             parts = _fork(plan, attribute, size, total, progress)
         if progress is not None:
             progress("attributing", 0, 0)
-        table = TraceTable()
-        loaded = Warnings()
-        lines = [LineTally() for _ in names]
-        last_range = {index: n for n, (index, _, _, _) in enumerate(r for p in plan for r in p)}
-        n = 0
-        for part_table, part_loaded in parts:
-            table.merge(part_table)
-            for index, warnings, part_lines in part_loaded:
-                loaded.merge(warnings)
-                lines[index].merge(part_lines)
-                if last_range[index] == n:  # the file's last range: its line counts
-                    lines[index].report(names[index], loaded)
-                n += 1
+        table, loaded = merge_partitions(plan, parts, names)
         attribute.table = table
         join_parts(table, names, attribute)
         return aggregate_table(table, group_by, loaded, table.tally())
+
+
+def merge_partitions(
+    plan: Sequence[Sequence[Range]],
+    parts: Sequence[tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]],
+    names: Sequence[str],
+) -> tuple[TraceTable, Warnings]:
+    """The partitions' tables merged in input order (``parts`` in ``plan``'s order), and
+    their loader warnings with each file's bad-line counts noted after its last range."""
+    table = TraceTable()
+    loaded = Warnings()
+    lines = [LineTally() for _ in names]
+    last_range = {index: n for n, (index, _, _, _) in enumerate(r for p in plan for r in p)}
+    n = 0
+    for part_table, part_loaded in parts:
+        table.merge(part_table)
+        for index, warnings, part_lines in part_loaded:
+            loaded.merge(warnings)
+            lines[index].merge(part_lines)
+            if last_range[index] == n:  # the file's last range: its line counts
+                lines[index].report(names[index], loaded)
+            n += 1
+    return table, loaded
 
 
 def analyze_store(

@@ -37,6 +37,7 @@ __all__ = [
     "WINDOW_SPANS",
     "Attributor",
     "LineTally",
+    "attribute_parts",
     "join_parts",
     "stream_range",
     "stream_store",
@@ -212,6 +213,17 @@ def join_parts(
     if not parts:
         return 0
     table.drop(set(parts))
+    attribute_parts(parts, paths, attribute)
+    return len(parts)
+
+
+def attribute_parts(
+    parts: dict[str, list[tuple[int, int]]],
+    paths: Sequence[str],
+    attribute: Callable[[str, list[Span], int, int], None],
+) -> None:
+    """Read again the lines of each trace's parts (``{id: [(seq, last_end), ...]}``, as
+    :meth:`TraceTable.repeated` gives them) and attribute each whole trace once."""
     regions: dict[int, list[tuple[int, int]]] = {}
     for pieces in parts.values():
         for seq, end in pieces:
@@ -232,7 +244,6 @@ def join_parts(
                     sink.traces = {}
     for tid, pieces in sorted(parts.items(), key=lambda kv: min(kv[1])):
         attribute(tid, joined[tid], min(s for s, _ in pieces), max(e for _, e in pieces))
-    return len(parts)
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -250,16 +261,18 @@ def stream_store(
     since_ns: int | None,
     attribute: Callable[[str, list[Span], int, int], None],
     loaded: Warnings,
+    trace_ids: tuple[str | None, str | None] = (None, None),
 ) -> None:
-    """Attribute every trace of the span store at ``path``, read in trace-id order a
-    chunk at a time: one trace's spans are held at once, and none straggles."""
+    """Attribute every trace of the span store at ``path`` (with ``lo <= trace id < hi``
+    for ``trace_ids`` = (lo, hi); None: no bound), read in trace-id order a chunk at a
+    time: one trace's spans are held at once, and none straggles."""
     from collector.store import SpanStore
 
     current: str | None = None
     spans: list[Span] = []
     seq = 0
     with SpanStore(path) as store:
-        for rowid, span in store.iter_trace_rows(since_ns, loaded):
+        for rowid, span in store.iter_trace_rows(since_ns, loaded, trace_ids=trace_ids):
             if span.trace_id != current:
                 if current is not None:
                     attribute(current, spans, seq, 0)

@@ -1,5 +1,6 @@
-"""From sources to an :class:`Analysis`: large OTLP JSON-lines files on every core,
-everything else loaded and attributed in this process."""
+"""From sources to an :class:`Analysis`: large OTLP JSON-lines files on every core
+(or, with ``engine="dask"``, files and the span store on a Dask cluster), everything
+else loaded and attributed in this process."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from tracer._errors import ConfigError
 from tracer._sources import is_url
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders import load, parse_duration
@@ -14,10 +16,14 @@ from tracer.analysis.loaders._http import QUIET, Listener
 from tracer.analysis.prepare import StageMap
 from tracer.analysis.traceset import TraceFilter, TraceSet
 
-__all__ = ["Progress", "analyze_sources"]
+__all__ = ["ENGINES", "Progress", "analyze_sources"]
 
-#: ``progress(phase, done, total)``: phase ``"reading"`` with bytes, then ``"attributing"``.
+#: ``progress(phase, done, total)``: phase ``"reading"`` with bytes, then ``"attributing"``
+#: (the Dask engine: ``"joining"`` with the number of traces that had several parts).
 Progress = Callable[[str, int, int], None]
+
+#: Where files and the store are analysed: forked processes here, or a Dask cluster.
+ENGINES = ("local", "dask")
 
 
 def analyze_sources(
@@ -37,6 +43,8 @@ def analyze_sources(
     listener: Listener = QUIET,
     workers: int | None = None,
     window_spans: int | None = None,
+    engine: str = "local",
+    scheduler: str | None = None,
 ) -> tuple[Analysis, TraceSet | None]:
     """Load and attribute the selected traces of ``sources``.
 
@@ -48,12 +56,22 @@ def analyze_sources(
     false and no ``limit`` asks for the newest traces. ``backend``, ``query`` and
     ``listener`` are for trace backend URLs, as in :func:`load`.
 
+    ``engine="dask"`` streams OTLP JSON-lines files (any size) and the span store on
+    the Dask scheduler at ``scheduler`` (``tcp://host:port``), or on a local cluster
+    of ``workers`` processes started for the call (``docs/scaling.md``); other sources
+    are read in this process, and ``listener`` is told so.
+
     Returns:
         The analysis, and the loaded traces (None when the parallel path ran).
 
     Raises:
-        SourceError, NoUsableDataError, ConfigError: as :func:`load` and :func:`analyze`.
+        SourceError, NoUsableDataError, ConfigError: as :func:`load` and :func:`analyze`;
+            ConfigError also for a bad engine, no Dask, or an unreachable scheduler.
     """
+    if engine not in ENGINES:
+        raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if scheduler is not None and engine != "dask":
+        raise ConfigError("a scheduler address is for the Dask engine: add --engine dask")
     if not keep_traces and limit is None and query is None:
         result = _streamed(
             sources,
@@ -63,9 +81,16 @@ def analyze_sources(
             progress,
             workers,
             window_spans,
+            engine,
+            scheduler,
         )
         if result is not None:
             return result, None
+    if engine == "dask":
+        listener.found(
+            "--engine dask runs on OTLP JSON-lines files and the span store; these "
+            "sources (or this command's options) are read in this process"
+        )
     traces = load(
         list(sources),
         service=service,
@@ -92,6 +117,8 @@ def _streamed(
     progress: Progress | None,
     workers: int | None,
     window_spans: int | None,
+    engine: str = "local",
+    scheduler: str | None = None,
 ) -> Analysis | None:
     from collector.store import default_store_path, is_store_file
     from tracer.analysis._bigfile import analyze_files, analyze_store, eligible
@@ -102,9 +129,22 @@ def _streamed(
     paths = [Path(s).expanduser() for s in sources] or [default_store_path()]
     if len(paths) == 1 and paths[0].is_file() and is_store_file(paths[0]):
         worker_count(workers)  # a bad setting is an error on every path
+        if engine == "dask":
+            from tracer.analysis import _dask
+
+            return _dask.analyze_store(
+                paths[0], group_by, stage_map, keep, scheduler=scheduler, workers=workers
+            )
         return analyze_store(paths[0], group_by, stage_map, keep)
     if not eligible(paths, min_bytes=0):
         return None
+    if engine == "dask":
+        from tracer.analysis import _dask
+
+        return _dask.analyze_files(
+            paths, group_by, stage_map, keep, progress, window_spans,
+            scheduler=scheduler, workers=workers,
+        )  # fmt: skip
     count = worker_count(workers)
     if count > 1 and not eligible(paths):
         count = 1  # small: forking costs more than it saves

@@ -22,6 +22,7 @@ __all__ = [
     "Selection",
     "busy",
     "emit",
+    "engine_options",
     "format_option",
     "group_by_option",
     "jaeger_option",
@@ -85,11 +86,18 @@ class Selection:
     stage_map_path: str | None = None
     backend: str = "auto"
     query: str | None = None
+    engine: str = "local"
+    scheduler: str | None = None
 
     def load(self, sources: tuple[str, ...], listener: Any = None) -> Any:
         """The selected traces of ``sources`` as a TraceSet; ``listener`` (from
         :func:`busy`) hears which backend a URL is and how fetching goes."""
         from tracer.analysis import load
+
+        if self.engine == "dask":
+            (listener if listener is not None else _Notices()).found(
+                "--engine dask: this command reads its traces whole, in this process"
+            )
 
         return load(
             list(sources),
@@ -122,10 +130,23 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         stage_map: str | None,
         backend: str,
         query: str | None,
+        engine: str,
+        scheduler: str | None,
         **kwargs: Any,
     ) -> Any:
+        if scheduler is not None and engine != "dask":
+            raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
         selection = Selection(
-            service, operation, limit, since, run_name, stage_map, backend=backend, query=query
+            service,
+            operation,
+            limit,
+            since,
+            run_name,
+            stage_map,
+            backend=backend,
+            query=query,
+            engine=engine,
+            scheduler=scheduler,
         )
         return func(*args, selection=selection, **kwargs)
 
@@ -169,7 +190,27 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ]
     ):
         command = option(command)
-    return command
+    return engine_options(command)
+
+
+def engine_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--engine local|dask`` and ``--scheduler ADDRESS`` (passed as ``engine`` and
+    ``scheduler``)."""
+    func = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="With --engine dask: the Dask scheduler (tcp://HOST:PORT); without it, a local "
+        "cluster of $HOPTRACE_WORKERS processes runs for the command.",
+    )(func)
+    return click.option(
+        "--engine",
+        type=click.Choice(("local", "dask")),
+        default="local",
+        show_default=True,
+        help="Where files and the span store are analysed: local processes, or a Dask "
+        "cluster (pip install 'hoptrace[dask]'; the workers must read the files at the "
+        "same paths).",
+    )(func)
 
 
 class _Notices:

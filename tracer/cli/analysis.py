@@ -12,6 +12,7 @@ from tracer.cli._common import (
     Selection,
     busy,
     emit,
+    engine_options,
     format_option,
     group_by_option,
     jaeger_option,
@@ -77,6 +78,8 @@ def _analyze(
             backend=selection.backend,
             query=selection.query,
             listener=notices,
+            engine=selection.engine,
+            scheduler=selection.scheduler,
         )
 
 
@@ -239,6 +242,7 @@ def _split_analysis(traces: Any, attribute: str | None, group_by: str, smap: Any
 @group_by_option
 @format_option
 @click.option("--stage-map", type=click.Path(dir_okay=False))
+@engine_options
 def compare(
     baseline: str,
     candidate: str,
@@ -247,13 +251,17 @@ def compare(
     output: str | None,
     jaeger_url: str,
     stage_map: str | None,
+    engine: str,
+    scheduler: str | None,
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage."""
     from tracer.analysis import compare as diff
     from tracer.analysis import exemplar_waterfalls, render
 
+    if scheduler is not None and engine != "dask":
+        raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
     smap = stage_map_of(stage_map)
-    everything = Selection()
+    everything = Selection(engine=engine, scheduler=scheduler)
     before, _ = _analyze((baseline,), everything, group_by, smap, False, "reading the baseline")
     # The HTML page draws the candidate's exemplar traces: keep them for it.
     after, candidate_traces = _analyze(

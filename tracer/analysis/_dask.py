@@ -1,0 +1,327 @@
+"""``--engine dask``: OTLP JSON-lines files and the span store analysed on a Dask cluster.
+
+The local engine's partition-and-merge design (:mod:`tracer.analysis._bigfile`), with
+Dask tasks for partitions:
+
+- **Files** are cut into byte ranges on line boundaries (about
+  :data:`PARTITION_BYTES` each, and at least one per worker thread); one task per
+  range streams it into a :class:`~tracer.analysis._table.TraceTable` (about 350
+  bytes a trace, pickled) and returns it with its loader warnings and bad-line counts.
+  The client merges them in input order. The traces with more than one part (they
+  straddle ranges, or straggled past the window) are shuffled by trace id: grouped
+  into tasks by a hash of the id, each task reads again the lines of its traces' parts
+  and attributes them whole, and returns a small table. The client merges those and
+  aggregates. Every worker must read the files at the paths the client was given.
+- **The span store** is cut into trace-id ranges (``lo <= trace_id < hi``, cut where a
+  sample of rows spread over the store falls); one task streams each range. A trace
+  id falls in one range, so nothing straddles.
+
+Without a scheduler address a :class:`distributed.LocalCluster` of worker processes
+(one thread each) runs for the call and is closed after it. Dask is an optional extra:
+``pip install 'hoptrace[dask]'``; this module imports it only when called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tracer._errors import ConfigError, HoptraceError, SourceError
+from tracer.analysis._bigfile import Range, _partition, _ranges, merge_partitions
+from tracer.analysis._parallel import gc_paused
+from tracer.analysis._parallel import workers as worker_count
+from tracer.analysis._stream import (
+    Attributor,
+    LineTally,
+    attribute_parts,
+    stream_store,
+    window_spans,
+)
+from tracer.analysis._table import TraceTable
+from tracer.analysis.aggregate import Analysis, aggregate_table
+from tracer.analysis.breakdown import GROUP_BY
+from tracer.analysis.prepare import StageMap
+from tracer.analysis.traceset import TraceFilter
+from tracer.spans.model import Warnings
+
+__all__ = ["DASK_MISSING", "PARTITION_BYTES", "analyze_files", "analyze_store", "connect"]
+
+#: Bytes of a file partition (more partitions than workers keeps every worker busy).
+PARTITION_BYTES = 64 * 1024 * 1024
+#: Store partitions per worker thread.
+STORE_PARTS_PER_WORKER = 4
+
+DASK_MISSING = "--engine dask needs Dask, which is not installed: pip install 'hoptrace[dask]'"
+
+#: ``progress(phase, done, total)``, as :data:`tracer.analysis.pipeline.Progress`.
+Progress = Callable[[str, int, int], None]
+
+
+@contextlib.contextmanager
+def connect(scheduler: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """A :class:`distributed.Client` of the scheduler at ``scheduler``, or of a local
+    cluster of ``workers`` processes (else ``HOPTRACE_WORKERS``, else one per CPU)
+    that is closed on exit.
+
+    Raises:
+        ConfigError: Dask is not installed, the scheduler cannot be reached, or a bad
+            worker count.
+    """
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(DASK_MISSING) from None
+    with _quiet_logs():
+        if scheduler is None:
+            count = worker_count(workers)
+            cluster = distributed.LocalCluster(
+                n_workers=count,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            try:
+                with distributed.Client(cluster) as client:
+                    yield client
+            finally:
+                cluster.close()
+            return
+        try:
+            client = distributed.Client(scheduler)
+        except (OSError, TimeoutError, ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"cannot reach the Dask scheduler at {scheduler!r} ({_one_line(exc)}); "
+                "check --scheduler (tcp://HOST:PORT)"
+            ) from None
+        with client:
+            yield client
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """Dask's own INFO and WARNING lines (connections closing at shutdown) off stderr."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _threads(client: Any) -> int:
+    return max(1, sum(client.nthreads().values()))
+
+
+def _gather(client: Any, futures: list[Any], sizes: list[int], progress: Progress | None) -> list:
+    """The futures' results in order, telling ``progress`` the bytes done as they finish.
+
+    Raises:
+        HoptraceError: a task failed (its error, in one line).
+    """
+    from distributed import as_completed
+
+    total = sum(sizes)
+    try:
+        if progress is not None:
+            size_of = {f.key: s for f, s in zip(futures, sizes, strict=True)}
+            done = 0
+            progress("reading", 0, total)
+            for future in as_completed(futures):
+                done += size_of[future.key]
+                progress("reading", done, total)
+        return list(client.gather(futures))
+    except HoptraceError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a worker died or a task failed: one line
+        raise HoptraceError(f"a Dask task failed: {type(exc).__name__}: {_one_line(exc)}") from None
+
+
+def _read_files(
+    ranges: list[Range],
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter,
+    window: int,
+) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
+    """A task: stream ``ranges`` into a fresh table (on a worker)."""
+    try:
+        with gc_paused():
+            return _partition(ranges, Attributor(group_by, stage_map, selection), window, None)
+    except OSError as exc:
+        raise SourceError(_unreadable(exc)) from None
+
+
+def _join(
+    parts: dict[str, list[tuple[int, int]]],
+    names: list[str],
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter,
+) -> TraceTable:
+    """A task: read again the parts of these traces and attribute each whole."""
+    attribute = Attributor(group_by, stage_map, selection)
+    try:
+        with gc_paused():
+            attribute_parts(parts, names, attribute)
+    except OSError as exc:
+        raise SourceError(_unreadable(exc)) from None
+    return attribute.table
+
+
+def _read_store(
+    path: str,
+    bounds: tuple[str | None, str | None],
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter,
+) -> tuple[TraceTable, Warnings]:
+    """A task: stream the traces of the store with ids in ``bounds`` (on a worker)."""
+    if not Path(path).is_file():
+        raise SourceError(f"a Dask worker cannot read the span store {path!r}: {_SAME_PATH}")
+    attribute = Attributor(group_by, stage_map, selection)
+    loaded = Warnings()
+    with gc_paused():
+        stream_store(path, selection.since_ns, attribute, loaded, bounds)
+    return attribute.table, loaded
+
+
+_SAME_PATH = "every worker must read the sources at the same path as the client"
+
+
+def _unreadable(exc: OSError) -> str:
+    return f"a Dask worker cannot read {exc.filename!r} ({exc.strerror or exc}): {_SAME_PATH}"
+
+
+def _shuffle(parts: dict[str, list[tuple[int, int]]], tasks: int) -> list[dict]:
+    """The traces' parts grouped into ``tasks`` groups by a stable hash of the id."""
+    groups: list[dict[str, list[tuple[int, int]]]] = [{} for _ in range(max(1, tasks))]
+    for trace_id, pieces in parts.items():
+        groups[zlib.crc32(trace_id.encode()) % len(groups)][trace_id] = pieces
+    return [g for g in groups if g]
+
+
+def analyze_files(
+    paths: Sequence[Path],
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter | None = None,
+    progress: Progress | None = None,
+    window: int | None = None,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    partition_bytes: int = PARTITION_BYTES,
+) -> Analysis:
+    """Attribute the OTLP JSON-lines files ``paths`` on Dask; see the module docstring.
+
+    ``progress`` hears ``("reading", bytes done, bytes)`` as partitions finish, then
+    ``("joining", n, n)`` with the number of traces that had several parts.
+
+    Raises:
+        ConfigError: no Dask, an unreachable scheduler, a bad ``group_by`` or window.
+        SourceError: a worker cannot read a file.
+        NoUsableDataError: no trace could be analysed.
+        HoptraceError: a task failed.
+    """
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    if partition_bytes < 1:
+        raise ConfigError(f"partition_bytes must be positive, got {partition_bytes!r}")
+    keep = selection or TraceFilter()
+    size = window_spans(window)
+    names = [str(p) for p in paths]
+    total = sum(p.stat().st_size for p in paths)
+    with connect(scheduler, workers) as client:
+        threads = _threads(client)
+        plan = _ranges(paths, max(threads, -(-total // partition_bytes)))
+        futures = client.map(
+            _read_files,
+            plan,
+            group_by=group_by,
+            stage_map=stage_map,
+            selection=keep,
+            window=size,
+            pure=False,
+        )
+        sizes = [sum(hi - lo for _, _, lo, hi in ranges) for ranges in plan]
+        with gc_paused():
+            table, loaded = merge_partitions(plan, _gather(client, futures, sizes, progress), names)
+            parts = table.repeated()
+            if progress is not None:
+                progress("joining", len(parts), len(parts))
+            if parts:
+                table.drop(set(parts))
+                groups = _shuffle(parts, threads)
+                joins = client.map(
+                    _join,
+                    groups,
+                    names=names,
+                    group_by=group_by,
+                    stage_map=stage_map,
+                    selection=keep,
+                    pure=False,
+                )
+                for joined in _gather(client, joins, [len(g) for g in groups], None):
+                    table.merge(joined)
+    return aggregate_table(table, group_by, loaded, table.tally())
+
+
+def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]:
+    """Trace-id ranges of about equal numbers of rows, covering every id."""
+    from collector.store import SpanStore
+
+    with SpanStore(str(path)) as store:
+        sample = store.trace_id_sample(parts * 32)
+    cuts = sorted({sample[len(sample) * i // parts] for i in range(1, parts)} if sample else ())
+    edges: list[str | None] = [None, *cuts, None]
+    return list(zip(edges, edges[1:], strict=False))
+
+
+def analyze_store(
+    path: Path,
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter | None = None,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+) -> Analysis:
+    """Attribute the span store at ``path`` on Dask, one task per trace-id range.
+
+    Raises:
+        ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
+        SourceError: a worker cannot read the store.
+        NoUsableDataError: no trace could be analysed.
+    """
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    keep = selection or TraceFilter()
+    with connect(scheduler, workers) as client:
+        bounds = _store_bounds(path, _threads(client) * STORE_PARTS_PER_WORKER)
+        futures = client.map(
+            _read_store,
+            [str(path)] * len(bounds),
+            bounds,
+            group_by=group_by,
+            stage_map=stage_map,
+            selection=keep,
+            pure=False,
+        )
+        results = _gather(client, futures, [1] * len(bounds), None)
+    table, loaded = TraceTable(), Warnings()
+    with gc_paused():
+        for part, warnings in results:  # in trace-id order, as one reader would go
+            table.merge(part)
+            loaded.merge(warnings)
+        return aggregate_table(table, group_by, loaded, table.tally())
