@@ -123,8 +123,15 @@ def _threads(client: Any) -> int:
     return max(1, sum(client.nthreads().values()))
 
 
-def _gather(client: Any, futures: list[Any], sizes: list[int], progress: Progress | None) -> list:
-    """The futures' results in order, telling ``progress`` the bytes done as they finish.
+def _gather(
+    client: Any,
+    futures: list[Any],
+    sizes: list[int],
+    progress: Progress | None,
+    phase: str = "reading",
+) -> list:
+    """The futures' results in order, telling ``progress(phase, done, total)`` the sum
+    of the finished futures' ``sizes`` as they finish.
 
     Raises:
         HoptraceError: a task failed (its error, in one line).
@@ -136,10 +143,10 @@ def _gather(client: Any, futures: list[Any], sizes: list[int], progress: Progres
         if progress is not None:
             size_of = {f.key: s for f, s in zip(futures, sizes, strict=True)}
             done = 0
-            progress("reading", 0, total)
+            progress(phase, 0, total)
             for future in as_completed(futures):
                 done += size_of[future.key]
-                progress("reading", done, total)
+                progress(phase, done, total)
         return list(client.gather(futures))
     except HoptraceError:
         raise
@@ -293,11 +300,13 @@ def analyze_store(
     group_by: str,
     stage_map: StageMap | None,
     selection: TraceFilter | None = None,
+    progress: Progress | None = None,
     *,
     scheduler: str | None = None,
     workers: int | None = None,
 ) -> Analysis:
-    """Attribute the span store at ``path`` on Dask, one task per trace-id range.
+    """Attribute the span store at ``path`` on Dask, one task per trace-id range;
+    ``progress`` hears ``("attributing", ranges done, ranges)``.
 
     Raises:
         ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
@@ -318,7 +327,7 @@ def analyze_store(
             selection=keep,
             pure=False,
         )
-        results = _gather(client, futures, [1] * len(bounds), None)
+        results = _gather(client, futures, [1] * len(bounds), progress, "attributing")
     table, loaded = TraceTable(), Warnings()
     with gc_paused():
         for part, warnings in results:  # in trace-id order, as one reader would go

@@ -19,7 +19,8 @@ from tracer.analysis.traceset import TraceFilter, TraceSet
 __all__ = ["ENGINES", "Progress", "analyze_sources"]
 
 #: ``progress(phase, done, total)``: phase ``"reading"`` with bytes, then ``"attributing"``
-#: (the Dask engine: ``"joining"`` with the number of traces that had several parts).
+#: (the Dask engine: files then ``"joining"`` with the number of traces that had several
+#: parts; the store ``"attributing"`` with trace-id ranges done).
 Progress = Callable[[str, int, int], None]
 
 #: Where files and the store are analysed: forked processes here, or a Dask cluster.
@@ -133,7 +134,7 @@ def _streamed(
             from tracer.analysis import _dask
 
             return _dask.analyze_store(
-                paths[0], group_by, stage_map, keep, scheduler=scheduler, workers=workers
+                paths[0], group_by, stage_map, keep, progress, scheduler=scheduler, workers=workers
             )
         return analyze_store(paths[0], group_by, stage_map, keep)
     if not eligible(paths, min_bytes=0):

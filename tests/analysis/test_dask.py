@@ -1,0 +1,235 @@
+"""``--engine dask`` on a real LocalCluster of worker processes gives the serial output."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.helpers import hoptrace
+from tracer._errors import ConfigError
+from tracer.analysis import analyze, analyze_sources, load, render
+from tracer.analysis._bigfile import analyze_files as analyze_locally
+from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.traceset import TraceFilter
+
+distributed = pytest.importorskip("distributed")
+from tracer.analysis import _dask  # noqa: E402 - after the skip
+
+T0 = 1_700_000_000_000_000_000
+MS = 1_000_000
+
+
+def _traces(count: int, seed: int) -> list[list]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        ms = {k: v * rng.uniform(0.5, 1.5) for k, v in SEED_MS.items()}
+        trace_id = f"{rng.getrandbits(128):032x}"
+        spans = chain_trace(trace_id, T0 + i * 700 * MS, ms, model_ttft_ms=80.0, tokens=(400, 90))
+        next(s for s in spans if s.parent_id is None).attributes["hoptrace.run"] = (
+            "even" if i % 2 == 0 else "odd"
+        )
+        out.append(spans)
+    return out
+
+
+def _write(path: Path, batches: list[list]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
+    return path
+
+
+def _shuffled(path: Path, traces: int = 60, seed: int = 4) -> Path:
+    """Every span in a random place, five to a line, with a bad line in the middle: most
+    traces end up spread over the whole file."""
+    spans = [s for t in _traces(traces, seed) for s in t]
+    random.Random(seed).shuffle(spans)
+    _write(path, [spans[i : i + 5] for i in range(0, len(spans), 5)])
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(len(lines) // 2, b"not json\n")
+    path.write_bytes(b"".join(lines))
+    return path
+
+
+class _Heard(list):
+    """A progress callback that keeps what it hears: (phase, done, total) tuples."""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.append((phase, done, total))
+
+
+def _json(analysis: object) -> str:
+    """What ``hoptrace analyze --format json`` prints for ``analysis``."""
+    return render.dumps(render.analysis_dict(analysis))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """The address of one LocalCluster of two worker processes for the whole module."""
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        yield cluster.scheduler_address
+
+
+@pytest.mark.integration
+def test_traces_straddling_partitions_are_joined_on_the_workers_like_serial(tmp_path, scheduler):
+    path = _shuffled(tmp_path / "shuffled.jsonl")
+    whole = analyze(load([path]))
+    serial = analyze_locally([path], "stage", None, 1)
+    heard = _Heard()
+    spread = _dask.analyze_files(
+        [path],
+        "stage",
+        None,
+        progress=heard,
+        window=7,
+        scheduler=scheduler,
+        partition_bytes=path.stat().st_size // 9,
+    )
+    joined = [done for phase, done, _ in heard if phase == "joining"]
+    assert joined and joined[0] > 30  # most of the 60 traces had parts in several partitions
+    reads = [(done, total) for phase, done, total in heard if phase == "reading"]
+    assert reads[-1] == (path.stat().st_size, path.stat().st_size)
+    assert spread.traces == whole.traces == 60
+    assert _json(spread) == _json(serial) == _json(whole)
+    assert any("not JSON" in m for m in spread.warnings.messages)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("group_by", ["stage", "service"])
+def test_traces_split_across_two_files_and_filters_match_serial(tmp_path, scheduler, group_by):
+    traces = _traces(40, seed=8)
+    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
+    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    for keep in (TraceFilter(), TraceFilter(run="even"), TraceFilter(service="model")):
+        serial = analyze_locally([first, second], group_by, None, 1, keep)
+        heard = _Heard()
+        spread = _dask.analyze_files(
+            [first, second],
+            group_by,
+            None,
+            keep,
+            heard,
+            scheduler=scheduler,
+            partition_bytes=first.stat().st_size // 3,
+        )
+        assert ("joining", 40, 40) in heard  # every trace had a part in each file
+        assert _json(spread) == _json(serial)
+    assert analyze_locally([first, second], group_by, None, 1, TraceFilter(run="even")).traces == 20
+
+
+@pytest.mark.integration
+def test_the_store_in_trace_id_ranges_matches_serial(tmp_path, scheduler):
+    from collector.store import SpanStore
+
+    spans = [s for t in _traces(50, seed=12) for s in t]
+    random.Random(3).shuffle(spans)
+    path = tmp_path / "spans.db"
+    with SpanStore(path, create=True) as store:
+        for i in range(0, len(spans), 11):
+            store.write(spans[i : i + 11])
+    for keep in (TraceFilter(), TraceFilter(run="odd")):
+        serial, _ = analyze_sources([str(path)], run=keep.run)
+        heard = _Heard()
+        spread = _dask.analyze_store(path, "stage", None, keep, heard, scheduler=scheduler)
+        ranges = heard[-1][2]
+        assert heard[-1] == ("attributing", ranges, ranges) and ranges == 8  # 2 workers x 4
+        assert _json(spread) == _json(serial)
+        assert spread.traces == (50 if keep.run is None else 25)
+
+
+@pytest.mark.integration
+def test_analyze_sources_takes_the_engine_and_scheduler(tmp_path, scheduler):
+    path = _shuffled(tmp_path / "s.jsonl", traces=30, seed=6)
+    local, _ = analyze_sources([str(path)], window_spans=3)
+    spread, traces = analyze_sources([str(path)], engine="dask", scheduler=scheduler)
+    assert traces is None
+    assert _json(spread) == _json(local)
+
+
+@pytest.mark.integration
+def test_cli_engine_dask_starts_a_local_cluster_with_the_serial_output(tmp_path):
+    path = _shuffled(tmp_path / "s.jsonl", traces=40, seed=5)
+    serial = hoptrace(
+        "analyze", str(path), "--format", "json", env=dict(os.environ, HOPTRACE_WORKERS="1")
+    )
+    spread = hoptrace(
+        "analyze",
+        str(path),
+        "--engine",
+        "dask",
+        "--format",
+        "json",
+        env=dict(os.environ, HOPTRACE_WORKERS="2"),
+    )
+    assert serial.returncode == 0 and spread.returncode == 0, spread.stderr
+    assert spread.stdout == serial.stdout
+    assert orjson.loads(spread.stdout)["traces"] == 40
+    assert "Traceback" not in spread.stderr
+
+
+@pytest.mark.integration
+def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path):
+    from collector import free_port
+
+    path = _shuffled(tmp_path / "s.jsonl", traces=3, seed=1)
+    address = f"tcp://127.0.0.1:{free_port()}"
+    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="1s")
+    done = hoptrace("analyze", str(path), "--engine", "dask", "--scheduler", address, env=env)
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        f"hoptrace: error: cannot reach the Dask scheduler at '{address}'"
+    )
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_without_dask_the_engine_is_a_one_line_error_naming_the_extra(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from tracer.cli import main
+
+    path = _shuffled(tmp_path / "s.jsonl", traces=3, seed=1)
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails
+    result = CliRunner().invoke(main, ["analyze", str(path), "--engine", "dask"])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"hoptrace: error: {_dask.DASK_MISSING}"
+    assert "pip install 'hoptrace[dask]'" in result.output
+
+
+def test_a_scheduler_without_the_dask_engine_or_an_unknown_engine_is_a_config_error(tmp_path):
+    path = _shuffled(tmp_path / "s.jsonl", traces=3, seed=1)
+    with pytest.raises(ConfigError, match="engine must be one of local, dask, got 'spark'"):
+        analyze_sources([str(path)], engine="spark")
+    with pytest.raises(ConfigError, match="add --engine dask"):
+        analyze_sources([str(path)], scheduler="tcp://127.0.0.1:8786")
+    done = hoptrace("analyze", str(path), "--scheduler", "tcp://127.0.0.1:8786")
+    assert done.returncode == 2 and "add --engine dask" in done.stderr
+
+
+class _Listener:
+    def __init__(self) -> None:
+        self.found_lines: list[str] = []
+
+    def found(self, message: str) -> None:
+        self.found_lines.append(message)
+
+    def fetched(self, done: int, total: int) -> None:
+        pass
+
+
+def test_sources_the_engine_does_not_cover_are_read_here_with_a_notice(tmp_path, monkeypatch):
+    monkeypatch.setattr(_dask, "connect", None)  # no cluster may be started
+    path = _shuffled(tmp_path / "s.jsonl", traces=10, seed=2)
+    listener = _Listener()
+    kept, traces = analyze_sources([str(path)], engine="dask", keep_traces=True, listener=listener)
+    assert traces is not None and kept.traces == 10
+    assert listener.found_lines == [
+        "--engine dask runs on OTLP JSON-lines files and the span store; these sources "
+        "(or this command's options) are read in this process"
+    ]
+    assert _json(kept) == _json(analyze_sources([str(path)])[0])
