@@ -10,8 +10,10 @@ ratios (c)/(a) and (d)/(a) of the medians, and the peak memory of each analysis'
 whole process tree (the sum of the resident sizes of the process and its forked
 workers, sampled every 20 ms from /proc). Issue 15's targets: serial at most 2x
 (a), every core at most 1.2x (a); the script prints PASS or FAIL against them.
+``--dask`` adds (e) ``--engine dask`` on a LocalCluster of the default worker count,
+started and closed by the command, timed end to end with its worker processes.
 
-    python benchmarks/analyze_scale.py [--traces 90000] [--keep FILE] [--repeat 3]
+    python benchmarks/analyze_scale.py [--traces 90000] [--keep FILE] [--repeat 3] [--dask]
 """
 
 from __future__ import annotations
@@ -81,14 +83,14 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def run_analyze(path: Path, workers: str | None) -> tuple[float, float, dict]:
+def run_analyze(path: Path, workers: str | None, *extra: str) -> tuple[float, float, dict]:
     """Wall seconds, peak MiB of the process tree, and the JSON result."""
     env = dict(os.environ)
     if workers is not None:
         env["HOPTRACE_WORKERS"] = workers
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json"],
+        [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -124,15 +126,19 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=90_000)
     parser.add_argument("--keep", type=Path, help="write the generated file here and keep it")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions")
+    parser.add_argument("--dask", action="store_true", help="also time --engine dask")
     args = parser.parse_args()
+    runs: list[tuple[str, str | None, tuple[str, ...]]] = [("serial", "1", ()), ("all", None, ())]
+    if args.dask:
+        runs.append(("dask", None, ("--engine", "dask")))
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "traces.jsonl"
         if not path.exists():
             print(f"generating {args.traces:,} traces ...", file=sys.stderr)
             generate(path, args.traces)
         size_mb = path.stat().st_size / 1e6
-        times: dict[str, list[float]] = {k: [] for k in ("json", "orjson", "serial", "all")}
-        peaks: dict[str, list[float]] = {"serial": [], "all": []}
+        times: dict[str, list[float]] = {k: [] for k in ("json", "orjson", "serial", "all", "dask")}
+        peaks: dict[str, list[float]] = {"serial": [], "all": [], "dask": []}
         outputs = {}
         for _ in range(args.repeat):
             for name, loads in (("json", json.loads), ("orjson", orjson.loads)):
@@ -141,12 +147,12 @@ def main() -> None:
                     for line in fh:
                         loads(line)
                 times[name].append(time.perf_counter() - start)
-            for name, workers in (("serial", "1"), ("all", None)):
-                seconds, peak, out = run_analyze(path, workers)
+            for name, workers, extra in runs:
+                seconds, peak, out = run_analyze(path, workers, *extra)
                 times[name].append(seconds)
                 peaks[name].append(peak)
                 outputs[name] = out
-    median = {k: statistics.median(v) for k, v in times.items()}
+    median = {k: statistics.median(v) for k, v in times.items() if v}
     out = outputs["all"]
     print(f"file:              {size_mb:,.0f} MB, {out['spans']:,} spans, {out['traces']:,} traces")
     print(f"repetitions:       {args.repeat}, interleaved; {os.cpu_count()} CPUs")
@@ -168,6 +174,13 @@ def main() -> None:
         )
     same = "same result" if outputs["serial"] == outputs["all"] else "RESULTS DIFFER"
     print(f"serial vs default: {same}")
+    if args.dask:
+        print(
+            f"{'analyze, dask:':19}{_spread(times['dask'])}; peak {max(peaks['dask']):,.0f} MiB "
+            f"(all processes); {median['dask'] / median['json']:.2f}x json.loads"
+        )
+        same = "same result" if outputs["serial"] == outputs["dask"] else "RESULTS DIFFER"
+        print(f"serial vs dask:    {same}")
     print(f"e2e P50/P90 ms:    {out['e2e_ms']['p50']:.1f} / {out['e2e_ms']['p90']:.1f}")
 
 

@@ -60,3 +60,28 @@ def test_attributes_json_cannot_carry_are_refused_before_anything_is_written(tmp
 def test_recent_keys_below_two_is_a_value_error(tmp_path):
     with pytest.raises(ValueError, match="recent_keys must be at least 2"):
         SpanStore(tmp_path / "s.db", create=True, recent_keys=1)
+
+
+def test_trace_id_ranges_cut_at_sampled_ids_read_every_span_once_in_trace_order(tmp_path):
+    spans = [_span(i) for i in range(400)]  # 100 traces of 4 spans
+    spans.reverse()  # written out of trace-id order
+    with SpanStore(tmp_path / "s.db", create=True) as store:
+        store.write(spans)
+        sample = store.trace_id_sample(20)
+        assert sample == sorted(sample) and 18 <= len(sample) <= 21
+        cuts = [sample[5], sample[10], sample[15]]
+        edges = [None, *cuts, None]
+        parts = [
+            [s.trace_id for _, s in store.iter_trace_rows(trace_ids=(lo, hi), chunk=7)]
+            for lo, hi in zip(edges, edges[1:], strict=False)
+        ]
+        whole = [s.trace_id for _, s in store.iter_trace_rows()]
+    assert [t for part in parts for t in part] == whole == sorted(whole)
+    assert len(whole) == 400 and all(parts)
+    assert all(part[0] == cut for part, cut in zip(parts[1:], cuts, strict=True))
+    assert all(t < cut for part, cut in zip(parts, cuts, strict=False) for t in part)
+
+
+def test_an_empty_store_has_no_sample(tmp_path):
+    with SpanStore(tmp_path / "s.db", create=True) as store:
+        assert store.trace_id_sample(10) == []
