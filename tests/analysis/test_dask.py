@@ -144,12 +144,29 @@ def test_the_store_in_trace_id_ranges_matches_serial(tmp_path, scheduler):
 
 
 @pytest.mark.integration
-def test_analyze_sources_takes_the_engine_and_scheduler(tmp_path, scheduler):
-    path = _shuffled(tmp_path / "s.jsonl", traces=30, seed=6)
-    local, _ = analyze_sources([str(path)], window_spans=3)
-    spread, traces = analyze_sources([str(path)], engine="dask", scheduler=scheduler)
-    assert traces is None
-    assert _json(spread) == _json(local)
+def test_analyze_sources_takes_the_engine_scheduler_and_a_stage_map(tmp_path, scheduler):
+    from tracer.analysis import load_stage_map
+
+    traces = _traces(30, seed=6)
+    for spans in traces:  # the auth step not instrumented: only the stage map names it
+        for span in spans:
+            if span.stage == "auth":
+                span.stage = None
+                span.attributes.pop("hoptrace.stage")
+    path = _write(tmp_path / "s.jsonl", [s[i : i + 4] for s in traces for i in range(0, 11, 4)])
+    rules = tmp_path / "map.toml"
+    rules.write_text('[[rule]]\noperation = "verify_key"\nstage = "auth"\n')
+    outputs = []
+    for smap in (None, load_stage_map(rules)):
+        local, _ = analyze_sources([str(path)], window_spans=3, stage_map=smap)
+        spread, kept = analyze_sources(
+            [str(path)], stage_map=smap, engine="dask", scheduler=scheduler
+        )
+        assert kept is None
+        assert _json(spread) == _json(local)
+        outputs.append(render.analysis_dict(spread))
+    assert [g["name"] for g in outputs[1]["groups"] if g["name"] == "auth"] == ["auth"]
+    assert not [g for g in outputs[0]["groups"] if g["name"] == "auth"]
 
 
 @pytest.mark.integration
