@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -78,13 +79,16 @@ def connect(scheduler: str | None = None, workers: int | None = None) -> Iterato
     with _quiet_logs():
         if scheduler is None:
             count = worker_count(workers)
-            cluster = distributed.LocalCluster(
-                n_workers=count,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
+            with warnings.catch_warnings():
+                # Its HTTP server (health checks) moves off a busy port 8787: no news.
+                warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
+                cluster = distributed.LocalCluster(
+                    n_workers=count,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
             try:
                 with distributed.Client(cluster) as client:
                     yield client
