@@ -60,8 +60,11 @@ class _Sparse:
 
     def add(self, row: dict | None) -> None:
         if row:
-            of = self.names.of
-            self.keys.extend([of(k) for k in row])
+            keys: list = list(map(self.names.index.get, row))  # known names: no call each
+            if None in keys:
+                of = self.names.of
+                keys = [of(k) for k in row]
+            self.keys.extend(keys)
             self.values.extend(row.values())
         self.ends.append(len(self.values))
 
