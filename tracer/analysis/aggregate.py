@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis._table import _NONE, Columns, TraceTable
-from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
+from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
+from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
@@ -118,6 +118,12 @@ class Analysis:
     warnings: Warnings
     exemplars: dict[str, str]
     columns: Columns
+    #: The loaders' warnings and the traces' (``warnings`` is both, plus notes).
+    loaded: Warnings = field(default_factory=Warnings)
+    tally: Warnings = field(default_factory=Warnings)
+    #: With a ``split_by`` attribute: value -> (traces, including those without a
+    #: root, and their warnings).
+    split_parts: dict[str, tuple[int, Warnings]] | None = None
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -139,20 +145,31 @@ def iter_prepared(
 
 
 def analyze(
-    traceset: TraceSet, group_by: str = "stage", stage_map: StageMap | None = None
+    traceset: TraceSet,
+    group_by: str = "stage",
+    stage_map: StageMap | None = None,
+    *,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
 ) -> Analysis:
-    """Attribute every trace of ``traceset`` and aggregate.
+    """Attribute every trace of ``traceset`` and aggregate. With ``split_by``, each
+    trace's value of that attribute is kept for :func:`~tracer.analysis.split.split_analysis`;
+    with ``projection`` (:class:`~tracer.analysis.whatif.Projection`), its what-if.
 
     Raises:
         ConfigError: an unknown ``group_by``.
         NoUsableDataError: no trace could be analysed.
     """
+    from tracer.analysis._attribute import Attributor
+
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    tally = Warnings()
+    attribute = Attributor(group_by, stage_map, split_by=split_by, projection=projection)
     with gc_paused():
-        breakdowns = [break_down(t, group_by) for t in iter_prepared(traceset, tally, stage_map)]
-        return aggregate(breakdowns, group_by, traceset, tally)
+        for seq, (trace_id, spans) in enumerate(traceset.traces.items()):
+            attribute(trace_id, spans, seq, 0)
+        table = attribute.table
+        return aggregate_table(table, group_by, traceset.warnings, table.tally())
 
 
 def aggregate(
@@ -170,13 +187,31 @@ def aggregate_table(
 ) -> Analysis:
     """Aggregate the rows of ``table``; ``loaded`` are the loaders' warnings, ``tally``
     the analyzer's (in that order in the result)."""
+    # One order whatever the source order or the number of workers: exemplar ties and
+    # the JSON come out the same.
+    cols = table.columns()
+    parts = None
+    if cols.split is not None:
+        counts = np.bincount(cols.split, minlength=len(cols.strings))
+        found = {cols.strings[v]: int(counts[v]) for v in np.unique(cols.split).tolist()}
+        for value, k in table.unrooted().items():
+            found[value] = found.get(value, 0) + k
+        parts = {str(v): (k, table.tally(v)) for v, k in found.items()}
+    return aggregate_columns(cols, group_by, loaded, tally, parts)
+
+
+def aggregate_columns(
+    cols: Columns,
+    group_by: str,
+    loaded: Warnings,
+    tally: Warnings,
+    split_parts: dict[str, tuple[int, Warnings]] | None = None,
+) -> Analysis:
+    """Aggregate ``cols`` (see :func:`aggregate_table`)."""
     warnings = Warnings()
     warnings.merge(loaded)
     warnings.merge(tally)
     messages = warnings.messages
-    # One order whatever the source order or the number of workers: exemplar ties and
-    # the JSON come out the same.
-    cols = table.columns()
     n = len(cols)
     if not n:
         reason = messages[0] if messages else "the source holds no spans"
@@ -242,6 +277,9 @@ def aggregate_table(
         warnings=warnings,
         exemplars=_exemplars(cols, e2e),
         columns=cols,
+        loaded=loaded,
+        tally=tally,
+        split_parts=split_parts,
     )
 
 
