@@ -144,12 +144,14 @@ def analyze_files(
     *,
     split_by: str | None = None,
     projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Stream and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
     ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`; ``window``
     is the streaming window in spans (:func:`~tracer.analysis._stream.window_spans`);
-    ``split_by`` and ``projection`` are as in :func:`~tracer.analysis.analyze`.
+    ``split_by``, ``projection`` and ``exact_traces`` are as in
+    :func:`~tracer.analysis.analyze`.
     ``progress(phase, done, total)`` is called about ten times a second while reading
     (bytes), then once when joining and aggregating.
 
@@ -199,7 +201,7 @@ def analyze_files(
                 n += 1
         attribute.table = table
         join_parts(table, names, attribute)
-        return aggregate_table(table, group_by, loaded, table.tally())
+        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
 
 
 def analyze_store(
@@ -210,9 +212,10 @@ def analyze_store(
     *,
     split_by: str | None = None,
     projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Attribute the span store at ``path`` trace by trace (in trace-id order, read in
-    chunks), in this process; ``split_by`` and ``projection`` as in
+    chunks), in this process; ``split_by``, ``projection`` and ``exact_traces`` as in
     :func:`~tracer.analysis.analyze`.
 
     Raises:
@@ -228,7 +231,7 @@ def analyze_store(
     with gc_paused():
         stream_store(str(path), selection.since_ns, attribute, loaded)
         table = attribute.table
-        return aggregate_table(table, group_by, loaded, table.tally())
+        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
 
 
 def _fork(

@@ -12,6 +12,7 @@ import numpy as np
 
 from tracer._errors import SourceError
 from tracer._sources import is_url
+from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._table import Projected
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders import load, parse_duration
@@ -44,6 +45,7 @@ def analyze_sources(
     window_spans: int | None = None,
     split_by: str | None = None,
     projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> tuple[Analysis, TraceSet | None]:
     """Load and attribute the selected traces of ``sources``.
 
@@ -56,7 +58,9 @@ def analyze_sources(
     ``listener`` are for trace backend URLs, as in :func:`load`. ``split_by`` keeps each
     trace's value of that attribute (:func:`~tracer.analysis.split.split_analysis`);
     ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) each trace's what-if
-    (its :meth:`~tracer.analysis.whatif.Projection.result`); on every path.
+    (its :meth:`~tracer.analysis.whatif.Projection.result`); on every path. Percentiles
+    are exact up to ``exact_traces`` traces (else ``HOPTRACE_EXACT_TRACES``, else ten
+    million), then from a DDSketch to within 1% (``docs/analysis.md``).
 
     Returns:
         The analysis, and the loaded traces (None when the parallel path ran).
@@ -64,6 +68,7 @@ def analyze_sources(
     Raises:
         SourceError, NoUsableDataError, ConfigError: as :func:`load` and :func:`analyze`.
     """
+    exact_traces = exact_limit(exact_traces)  # a bad setting fails before reading
     if not keep_traces and limit is None and query is None:
         result = _streamed(
             sources,
@@ -73,7 +78,7 @@ def analyze_sources(
             progress,
             workers,
             window_spans,
-            {"split_by": split_by, "projection": projection},
+            {"split_by": split_by, "projection": projection, "exact_traces": exact_traces},
         )
         if result is not None:
             return result, None
@@ -88,7 +93,15 @@ def analyze_sources(
         query=query,
         listener=listener,
     )
-    return analyze(traces, group_by, stage_map, split_by=split_by, projection=projection), traces
+    result = analyze(
+        traces,
+        group_by,
+        stage_map,
+        split_by=split_by,
+        projection=projection,
+        exact_traces=exact_traces,
+    )
+    return result, traces
 
 
 def _since_ns(since: str | None) -> int | None:

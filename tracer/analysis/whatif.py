@@ -18,6 +18,8 @@ import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
+from tracer.analysis._sketch import exact_traces as exact_limit
+from tracer.analysis._sketch import sketch_note
 from tracer.analysis._table import _NONE, Columns, Projected
 from tracer.analysis.aggregate import NS_PER_MS, Stats, stats
 from tracer.analysis.breakdown import client_first_token, group_key
@@ -208,9 +210,17 @@ class Projection:
             after_groups=after,
         )
 
-    def result(self, columns: Columns, loaded: Warnings, tally: Warnings) -> WhatIf:
+    def result(
+        self,
+        columns: Columns,
+        loaded: Warnings,
+        tally: Warnings,
+        exact_traces: int | None = None,
+    ) -> WhatIf:
         """The projection over every row of ``columns`` (attributed with this
         projection); ``loaded`` are the loaders' warnings, ``tally`` the traces'.
+        Percentiles are exact up to ``exact_traces`` traces, then sketched
+        (:func:`~tracer.analysis.analyze`).
 
         Raises:
             ConfigError: no trace has the stage.
@@ -227,6 +237,10 @@ class Projection:
         warnings = Warnings()
         warnings.merge(loaded)
         warnings.merge(tally)
+        limit = exact_limit(exact_traces)
+        sketched = len(columns) > limit
+        if sketched:
+            warnings.note(sketch_note(limit))
         names = columns.group_names
         before_groups = _sums(p.before_groups, names)
         if not p.has_stage.any():
@@ -235,8 +249,8 @@ class Projection:
                 + ", ".join(sorted(before_groups))
             )
         after_groups = _sums(p.after_groups, names)
-        b = stats(columns.e2e_ns / NS_PER_MS)
-        a = stats(p.after_ns / NS_PER_MS)
+        b = stats(columns.e2e_ns / NS_PER_MS, sketched)
+        a = stats(p.after_ns / NS_PER_MS, sketched)
         realized = {
             key: (getattr(b, key) / getattr(a, key)) if getattr(a, key) > 0 else float("inf")
             for key in ("mean", "p50", "p90", "p99")
@@ -257,8 +271,10 @@ class Projection:
             / total_before,
             skipped_traces=warnings.skipped_traces,
             messages=tuple(warnings.messages),
-            ttft_before=stats(p.ttft_before_ns[first] / NS_PER_MS) if first.any() else None,
-            ttft_after=stats(p.ttft_after_ns[first] / NS_PER_MS) if first.any() else None,
+            ttft_before=stats(p.ttft_before_ns[first] / NS_PER_MS, sketched)
+            if first.any()
+            else None,
+            ttft_after=stats(p.ttft_after_ns[first] / NS_PER_MS, sketched) if first.any() else None,
         )
 
 
