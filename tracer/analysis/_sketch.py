@@ -5,7 +5,8 @@ Up to ``HOPTRACE_EXACT_TRACES`` traces (keyword ``exact_traces``; default
 interpolation). Past it, the percentile columns (end-to-end, TTFT, each group, each
 hop, the what-if's before and after) come from a DDSketch with relative accuracy
 :data:`RELATIVE_ACCURACY`: each reported percentile is within 1% of the value of a
-sample at that rank. Shares, means, totals, minimums and maximums stay exact (sums).
+sample at that rank. Shares, means, totals, minimums and maximums stay exact (sums); the
+tail share is an exact sum over the traces at or above the sketched P90.
 
 A :class:`Sketch` merges with another (bucket counts add up), so sketches of separate
 partitions, files or worker processes give the sketch of the whole; they pickle for
@@ -67,8 +68,8 @@ def exact_traces(value: int | None = None) -> int:
 def sketch_note(limit: int) -> str:
     """The note an output carries when its percentiles came from the sketch."""
     return (
-        f"percentiles to within {RELATIVE_ACCURACY:.0%} (DDSketch) past {limit:,} traces; "
-        "shares and means are exact"
+        f"percentiles to within {RELATIVE_ACCURACY:.0%} (DDSketch) past {limit:,} traces, "
+        "the tail cut at the sketched P90; shares and means are exact"
     )
 
 
