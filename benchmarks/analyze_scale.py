@@ -83,11 +83,13 @@ def _tree_rss_kib(root: int) -> int:
     return total
 
 
-def run_analyze(path: Path, workers: str | None, *extra: str) -> tuple[float, float, dict]:
-    """Wall seconds, peak MiB of the process tree, and the JSON result."""
+def run_analyze(path: Path, workers: str | None, *extra: str) -> tuple[float, float, dict, float]:
+    """Wall seconds, peak MiB of the process tree, the JSON result, and the CPU seconds
+    (user + system) of the process and its workers."""
     env = dict(os.environ)
     if workers is not None:
         env["HOPTRACE_WORKERS"] = workers
+    before = os.times()
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracer.cli", "analyze", str(path), "--format", "json", *extra],
@@ -108,11 +110,15 @@ def run_analyze(path: Path, workers: str | None, *extra: str) -> tuple[float, fl
     sampler.start()
     out, err = proc.communicate()
     elapsed = time.perf_counter() - start
+    after = os.times()
     done.set()
     sampler.join()
     if proc.returncode != 0:
         sys.exit(f"hoptrace analyze failed: {err.decode()}")
-    return elapsed, peak / 1024, json.loads(out)
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return elapsed, peak / 1024, json.loads(out), cpu
 
 
 def _spread(values: list[float]) -> str:
@@ -138,18 +144,22 @@ def main() -> None:
             generate(path, args.traces)
         size_mb = path.stat().st_size / 1e6
         times: dict[str, list[float]] = {k: [] for k in ("json", "orjson", "serial", "all", "dask")}
+        cpu: dict[str, list[float]] = {k: [] for k in ("json", "serial", "all", "dask")}
         peaks: dict[str, list[float]] = {"serial": [], "all": [], "dask": []}
         outputs = {}
         for _ in range(args.repeat):
             for name, loads in (("json", json.loads), ("orjson", orjson.loads)):
-                start = time.perf_counter()
+                start, cpu_start = time.perf_counter(), time.process_time()
                 with open(path, "rb") as fh:
                     for line in fh:
                         loads(line)
                 times[name].append(time.perf_counter() - start)
+                if name == "json":
+                    cpu[name].append(time.process_time() - cpu_start)
             for name, workers, extra in runs:
-                seconds, peak, out = run_analyze(path, workers, *extra)
+                seconds, peak, out, used = run_analyze(path, workers, *extra)
                 times[name].append(seconds)
+                cpu[name].append(used)
                 peaks[name].append(peak)
                 outputs[name] = out
     median = {k: statistics.median(v) for k, v in times.items() if v}
@@ -172,12 +182,22 @@ def main() -> None:
             f"{'':19}ratio to json.loads {ratio:.2f}x (per repetition {ratios}; target <= "
             f"{target}x: {'PASS' if ratio <= target else 'FAIL'})"
         )
+    # CPU seconds are what other work on a shared machine disturbs least: the serial
+    # run's CPU against json.loads' CPU is the per-core cost; the default run's CPU
+    # summed over its workers shows what splitting the file costs.
+    print(
+        f"{'CPU (user+sys):':19}json.loads {statistics.median(cpu['json']):.2f} s, analyze "
+        f"1 worker {statistics.median(cpu['serial']):.2f} s "
+        f"({statistics.median(cpu['serial']) / statistics.median(cpu['json']):.2f}x), "
+        f"default {statistics.median(cpu['all']):.2f} s summed over its processes"
+    )
     same = "same result" if outputs["serial"] == outputs["all"] else "RESULTS DIFFER"
     print(f"serial vs default: {same}")
     if args.dask:
         print(
             f"{'analyze, dask:':19}{_spread(times['dask'])}; peak {max(peaks['dask']):,.0f} MiB "
-            f"(all processes); {median['dask'] / median['json']:.2f}x json.loads"
+            f"(all processes); {median['dask'] / median['json']:.2f}x json.loads; CPU "
+            f"{statistics.median(cpu['dask']):.2f} s summed over its processes"
         )
         same = "same result" if outputs["serial"] == outputs["dask"] else "RESULTS DIFFER"
         print(f"serial vs dask:    {same}")

@@ -178,6 +178,42 @@ def test_analyze_sources_takes_the_engine_scheduler_and_a_stage_map(tmp_path, sc
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["analyze", "--split-by", "hoptrace.run", "--format", "json"],
+        ["whatif", "--stage", "inference", "--speedup", "4", "--format", "json"],
+        [
+            "whatif",
+            "--stage",
+            "auth",
+            "--speedup",
+            "2",
+            "--split-by",
+            "hoptrace.run",
+            "--format",
+            "json",
+        ],
+        ["compare", "OTHER", "--format", "json"],
+    ],
+    ids=["analyze-split", "whatif", "whatif-split", "compare"],
+)
+def test_every_command_on_the_dask_engine_prints_what_the_local_engine_does(
+    tmp_path, scheduler, command
+):
+    path = _shuffled(tmp_path / "s.jsonl", traces=40, seed=7)
+    other = _shuffled(tmp_path / "o.jsonl", traces=20, seed=8)
+    args = [command[0], str(path), *[str(other) if a == "OTHER" else a for a in command[1:]]]
+    env = dict(os.environ, HOPTRACE_WINDOW_SPANS="3")
+    local = hoptrace(*args, env=env)
+    spread = hoptrace(*args, "--engine", "dask", "--scheduler", scheduler, env=env)
+    assert local.returncode == 0, local.stderr
+    assert spread.returncode == 0, spread.stderr
+    assert spread.stdout == local.stdout and len(spread.stdout) > 200
+    assert spread.stderr == ""  # streamed: no notice that the sources were read here
+
+
+@pytest.mark.integration
 def test_a_file_the_workers_cannot_read_is_a_one_line_source_error(
     tmp_path, scheduler, monkeypatch
 ):

@@ -32,10 +32,10 @@ from tracer.analysis._stream import (
     stream_store,
     window_spans,
 )
-from tracer.analysis._table import TraceTable
+from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.breakdown import GROUP_BY
-from tracer.analysis.prepare import StageMap
+from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Warnings
 
@@ -141,11 +141,17 @@ def analyze_files(
     selection: TraceFilter | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     window: int | None = None,
+    *,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Stream and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
     ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`; ``window``
-    is the streaming window in spans (:func:`~tracer.analysis._stream.window_spans`).
+    is the streaming window in spans (:func:`~tracer.analysis._stream.window_spans`);
+    ``split_by``, ``projection`` and ``exact_traces`` are as in
+    :func:`~tracer.analysis.analyze`.
     ``progress(phase, done, total)`` is called about ten times a second while reading
     (bytes), then once when joining and aggregating.
 
@@ -156,7 +162,9 @@ def analyze_files(
     """
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    attribute = Attributor(group_by, stage_map, selection or TraceFilter())
+    attribute = Attributor(
+        group_by, stage_map, selection or TraceFilter(), split_by=split_by, projection=projection
+    )
     size = window_spans(window)
     names = [str(p) for p in paths]
     if workers < 2:
@@ -181,7 +189,7 @@ def analyze_files(
         table, loaded = merge_partitions(plan, parts, names)
         attribute.table = table
         join_parts(table, names, attribute)
-        return aggregate_table(table, group_by, loaded, table.tally())
+        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
 
 
 def merge_partitions(
@@ -212,9 +220,14 @@ def analyze_store(
     group_by: str,
     stage_map: StageMap | None,
     selection: TraceFilter | None = None,
+    *,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Attribute the span store at ``path`` trace by trace (in trace-id order, read in
-    chunks), in this process.
+    chunks), in this process; ``split_by``, ``projection`` and ``exact_traces`` as in
+    :func:`~tracer.analysis.analyze`.
 
     Raises:
         NoUsableDataError: no trace could be analysed.
@@ -224,12 +237,12 @@ def analyze_store(
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     selection = selection or TraceFilter()
-    attribute = Attributor(group_by, stage_map, selection)
+    attribute = Attributor(group_by, stage_map, selection, split_by=split_by, projection=projection)
     loaded = Warnings()
     with gc_paused():
         stream_store(str(path), selection.since_ns, attribute, loaded)
         table = attribute.table
-        return aggregate_table(table, group_by, loaded, table.tally())
+        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
 
 
 def _fork(

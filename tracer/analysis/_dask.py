@@ -42,10 +42,10 @@ from tracer.analysis._stream import (
     stream_store,
     window_spans,
 )
-from tracer.analysis._table import TraceTable
+from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.breakdown import GROUP_BY
-from tracer.analysis.prepare import StageMap
+from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Warnings
 
@@ -60,6 +60,15 @@ DASK_MISSING = "--engine dask needs Dask, which is not installed: pip install 'h
 
 #: ``progress(phase, done, total)``, as :data:`tracer.analysis.pipeline.Progress`.
 Progress = Callable[[str, int, int], None]
+#: What each task attributes with: (group_by, stage map, selection, split_by, projection).
+How = tuple[
+    str, StageMap | None, TraceFilter, str | None, Callable[[PreparedTrace], Projected] | None
+]
+
+
+def _attributor(how: How) -> Attributor:
+    group_by, stage_map, selection, split_by, projection = how
+    return Attributor(group_by, stage_map, selection, split_by=split_by, projection=projection)
 
 
 @contextlib.contextmanager
@@ -159,29 +168,19 @@ def _gather(
 
 
 def _read_files(
-    ranges: list[Range],
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter,
-    window: int,
+    ranges: list[Range], how: How, window: int
 ) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
     """A task: stream ``ranges`` into a fresh table (on a worker)."""
     try:
         with gc_paused():
-            return _partition(ranges, Attributor(group_by, stage_map, selection), window, None)
+            return _partition(ranges, _attributor(how), window, None)
     except OSError as exc:
         raise SourceError(_unreadable(exc)) from None
 
 
-def _join(
-    parts: dict[str, list[tuple[int, int]]],
-    names: list[str],
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter,
-) -> TraceTable:
+def _join(parts: dict[str, list[tuple[int, int]]], names: list[str], how: How) -> TraceTable:
     """A task: read again the parts of these traces and attribute each whole."""
-    attribute = Attributor(group_by, stage_map, selection)
+    attribute = _attributor(how)
     try:
         with gc_paused():
             attribute_parts(parts, names, attribute)
@@ -191,19 +190,15 @@ def _join(
 
 
 def _read_store(
-    path: str,
-    bounds: tuple[str | None, str | None],
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter,
+    path: str, bounds: tuple[str | None, str | None], how: How
 ) -> tuple[TraceTable, Warnings]:
     """A task: stream the traces of the store with ids in ``bounds`` (on a worker)."""
     if not Path(path).is_file():
         raise SourceError(f"a Dask worker cannot read the span store {path!r}: {_SAME_PATH}")
-    attribute = Attributor(group_by, stage_map, selection)
+    attribute = _attributor(how)
     loaded = Warnings()
     with gc_paused():
-        stream_store(path, selection.since_ns, attribute, loaded, bounds)
+        stream_store(path, attribute.selection.since_ns, attribute, loaded, bounds)
     return attribute.table, loaded
 
 
@@ -233,8 +228,13 @@ def analyze_files(
     scheduler: str | None = None,
     workers: int | None = None,
     partition_bytes: int = PARTITION_BYTES,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Attribute the OTLP JSON-lines files ``paths`` on Dask; see the module docstring.
+    ``split_by``, ``projection`` and ``exact_traces`` are as in
+    :func:`~tracer.analysis.analyze` (the projection is sent to the workers).
 
     ``progress`` hears ``("reading", bytes done, bytes)`` as partitions finish, then
     ``("joining", n, n)`` with the number of traces that had several parts.
@@ -249,22 +249,14 @@ def analyze_files(
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     if partition_bytes < 1:
         raise ConfigError(f"partition_bytes must be positive, got {partition_bytes!r}")
-    keep = selection or TraceFilter()
+    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
     size = window_spans(window)
     names = [str(p) for p in paths]
     total = sum(p.stat().st_size for p in paths)
     with connect(scheduler, workers) as client:
         threads = _threads(client)
         plan = _ranges(paths, max(threads, -(-total // partition_bytes)))
-        futures = client.map(
-            _read_files,
-            plan,
-            group_by=group_by,
-            stage_map=stage_map,
-            selection=keep,
-            window=size,
-            pure=False,
-        )
+        futures = client.map(_read_files, plan, how=how, window=size, pure=False)
         sizes = [sum(hi - lo for _, _, lo, hi in ranges) for ranges in plan]
         with gc_paused():
             table, loaded = merge_partitions(plan, _gather(client, futures, sizes, progress), names)
@@ -274,18 +266,10 @@ def analyze_files(
             if parts:
                 table.drop(set(parts))
                 groups = _shuffle(parts, threads)
-                joins = client.map(
-                    _join,
-                    groups,
-                    names=names,
-                    group_by=group_by,
-                    stage_map=stage_map,
-                    selection=keep,
-                    pure=False,
-                )
+                joins = client.map(_join, groups, names=names, how=how, pure=False)
                 for joined in _gather(client, joins, [len(g) for g in groups], None):
                     table.merge(joined)
-    return aggregate_table(table, group_by, loaded, table.tally())
+    return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
 
 
 def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]:
@@ -308,9 +292,13 @@ def analyze_store(
     *,
     scheduler: str | None = None,
     workers: int | None = None,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Attribute the span store at ``path`` on Dask, one task per trace-id range;
-    ``progress`` hears ``("attributing", ranges done, ranges)``.
+    ``progress`` hears ``("attributing", ranges done, ranges)``; the other keywords
+    as in :func:`analyze_files`.
 
     Raises:
         ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
@@ -319,22 +307,14 @@ def analyze_store(
     """
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    keep = selection or TraceFilter()
+    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
     with connect(scheduler, workers) as client:
         bounds = _store_bounds(path, _threads(client) * STORE_PARTS_PER_WORKER)
-        futures = client.map(
-            _read_store,
-            [str(path)] * len(bounds),
-            bounds,
-            group_by=group_by,
-            stage_map=stage_map,
-            selection=keep,
-            pure=False,
-        )
+        futures = client.map(_read_store, [str(path)] * len(bounds), bounds, how=how, pure=False)
         results = _gather(client, futures, [1] * len(bounds), progress, "attributing")
     table, loaded = TraceTable(), Warnings()
     with gc_paused():
         for part, warnings in results:  # in trace-id order, as one reader would go
             table.merge(part)
             loaded.merge(warnings)
-        return aggregate_table(table, group_by, loaded, table.tally())
+        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)

@@ -20,25 +20,26 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from tracer._errors import ConfigError
+from tracer.analysis._attribute import Attributor
 from tracer.analysis._table import TraceTable
-from tracer.analysis.breakdown import break_down
 from tracer.analysis.loaders.files import add_object
-from tracer.analysis.prepare import StageMap, prepare
-from tracer.analysis.traceset import TraceFilter, TraceSet
+from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
 __all__ = [
     "WINDOW_SPANS",
     "Attributor",
+    "ACROSS_FILES",
     "LineTally",
     "attribute_parts",
     "join_parts",
+    "read_traces",
     "stream_range",
     "stream_store",
     "window_spans",
@@ -46,6 +47,8 @@ __all__ = [
 
 #: Spans read past a trace's last span before it counts as complete.
 WINDOW_SPANS = 100_000
+#: ``last_end`` of a trace joined from parts in more than one file.
+ACROSS_FILES = -1
 
 _OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
 _SLOT_BITS = 12  # the order of a trace's first appearance within its line
@@ -100,29 +103,6 @@ class LineTally:
             )
         if self.unknown:
             warnings.skip(f"{origin}: {self.unknown} lines are JSON of an unknown shape", 0)
-
-
-@dataclass
-class Attributor:
-    """Attributes complete traces into ``table``, keeping whole traces ``selection`` keeps."""
-
-    group_by: str
-    stage_map: StageMap | None
-    selection: TraceFilter = field(default_factory=TraceFilter)
-    table: TraceTable = field(default_factory=TraceTable)
-
-    def __call__(self, trace_id: str, spans: list[Span], seq: int, last_end: int) -> None:
-        """Attribute one trace (or one part of it; :func:`join_parts` sorts that out)."""
-        if self.selection.active and not self.selection.matches(spans):
-            self.table.mark(trace_id, seq, last_end, None)
-            return
-        issues = Warnings()
-        prepared = prepare(trace_id, spans, issues, self.stage_map)
-        if prepared is None:
-            issues.skipped_traces += 1
-            self.table.mark(trace_id, seq, last_end, issues)
-            return
-        self.table.add(break_down(prepared, self.group_by), seq, last_end, issues)
 
 
 def _lines(fh: Any, lo: int, hi: int) -> Any:
@@ -243,7 +223,39 @@ def attribute_parts(
                             joined[tid].extend(spans)
                     sink.traces = {}
     for tid, pieces in sorted(parts.items(), key=lambda kv: min(kv[1])):
-        attribute(tid, joined[tid], min(s for s, _ in pieces), max(e for _, e in pieces))
+        files = {_where(seq)[0] for seq, _ in pieces}
+        # A trace across files ends in another file than it starts: no one end offset.
+        end = max(e for _, e in pieces) if len(files) == 1 else ACROSS_FILES
+        attribute(tid, joined[tid], min(s for s, _ in pieces), end)
+
+
+def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> TraceSet:
+    """The spans of a few traces, read again from their place in ``paths``: trace id ->
+    (``seq``, ``last_end``) as the table kept them. Only the lines between each trace's
+    first and last line are read (to the end of the input for a trace that spans
+    files); spans in the order of the input, as the whole-file loader holds them."""
+    regions: dict[int, list[tuple[int, int]]] = {}
+    for seq, end in where.values():
+        file_index, offset = _where(seq)
+        if end == ACROSS_FILES:
+            regions.setdefault(file_index, []).append((offset, 1 << _OFFSET_BITS))
+            for later in range(file_index + 1, len(paths)):
+                regions.setdefault(later, []).append((0, 1 << _OFFSET_BITS))
+        else:
+            regions.setdefault(file_index, []).append((offset, end))
+    found = TraceSet()
+    sink = TraceSet(warnings=Warnings())
+    for file_index in sorted(regions):
+        path = paths[file_index]
+        with open(path, "rb") as fh:
+            for lo, hi in _merged(regions[file_index]):
+                for _, line in _lines(fh, lo, hi):
+                    _parse(line, sink, path, LineTally())
+                    for tid, spans in sink.traces.items():
+                        if tid in where:
+                            found.add(spans)
+                    sink.traces = {}
+    return found
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

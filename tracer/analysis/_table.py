@@ -12,138 +12,36 @@ finds them and :meth:`drop` takes them out before the joined trace is added. Tra
 filter dropped or that had no root leave a row-less mark, so that they are found too.
 Each row keeps ``seq`` (the place of the trace's first span in the input) and
 ``last_end`` (the end of its last line) so the parts can be read again.
+
+Two optional columns travel the same way: the trace's value of a ``--split-by``
+attribute, and a what-if projection (:class:`Projected`: the retimed end-to-end time,
+TTFT before and after, whether the trace has the stage, and its stage times before and
+after), computed at attribution time since the speedup is known before reading.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from tracer.analysis._columns import (
+    _NONE,
+    Columns,
+    Projected,
+    ProjectedColumns,
+    _Names,
+    _np,
+    _np32,
+    _npd,
+    _Projections,
+    _Sparse,
+)
 from tracer.analysis.breakdown import TraceBreakdown
 from tracer.spans.model import Warnings
 
-__all__ = ["Columns", "TraceTable"]
-
-_NONE = -1  # None in an int column (times to first token and token counts are >= 0)
-
-
-class _Names:
-    """Strings (or pairs) as small ints, in order of first use."""
-
-    __slots__ = ("index", "names")
-
-    def __init__(self) -> None:
-        self.names: list = []
-        self.index: dict = {}
-
-    def of(self, name: object) -> int:
-        i = self.index.get(name)
-        if i is None:
-            i = self.index[name] = len(self.names)
-            self.names.append(name)
-        return i
-
-
-class _Sparse:
-    """Rows of ``{name: int}``: an end offset per row into flat (name, value) arrays."""
-
-    __slots__ = ("ends", "keys", "names", "values")
-
-    def __init__(self, names: _Names) -> None:
-        self.names = names
-        self.ends = array("q")
-        self.keys = array("i")
-        self.values = array("q")
-
-    def add(self, row: dict | None) -> None:
-        if row:
-            of = self.names.of
-            self.keys.extend([of(k) for k in row])
-            self.values.extend(row.values())
-        self.ends.append(len(self.values))
-
-    def extend(self, other: _Sparse, remap: np.ndarray) -> None:
-        base = len(self.values)
-        self.ends.extend((np.frombuffer(other.ends, np.int64) + base).tolist())
-        keys = np.frombuffer(other.keys, np.int32)
-        self.keys.extend(remap[keys].tolist() if keys.size else [])
-        self.values.extend(other.values)
-
-    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row of each entry, name index of each entry, value of each entry)."""
-        ends = np.frombuffer(self.ends, np.int64) if len(self.ends) else np.zeros(0, np.int64)
-        counts = np.diff(ends, prepend=0)
-        rows = np.repeat(np.arange(ends.size), counts)
-        keys = np.frombuffer(self.keys, np.int32) if len(self.keys) else np.zeros(0, np.int32)
-        values = np.frombuffer(self.values, np.int64) if len(self.values) else np.zeros(0, np.int64)
-        return rows, keys, values
-
-
-@dataclass(frozen=True)
-class Columns:
-    """A table's rows as numpy arrays, sorted by start time and trace id, dropped rows
-    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes."""
-
-    ids: np.ndarray
-    start_ns: np.ndarray
-    e2e_ns: np.ndarray
-    span_count: np.ndarray
-    ttft_ns: np.ndarray
-    model_ttft_ns: np.ndarray
-    input_tokens: np.ndarray
-    output_tokens: np.ndarray
-    model: np.ndarray
-    root_service: np.ndarray
-    root_name: np.ndarray
-    strings: list[str | None]
-    groups: tuple[np.ndarray, np.ndarray, np.ndarray]
-    group_names: list[str]
-    ttft_groups: tuple[np.ndarray, np.ndarray, np.ndarray]
-    hops: tuple[np.ndarray, np.ndarray, np.ndarray]
-    hop_names: list[tuple[str, str]]
-
-    def __len__(self) -> int:
-        return int(self.e2e_ns.size)
-
-    def breakdowns(self) -> Iterator[TraceBreakdown]:
-        """The rows as :class:`TraceBreakdown` objects, in order."""
-        strings = self.strings
-        groups, ttft_groups, hops = (
-            _rows(s, n, len(self))
-            for s, n in (
-                (self.groups, self.group_names),
-                (self.ttft_groups, self.group_names),
-                (self.hops, self.hop_names),
-            )
-        )
-        for r in range(len(self)):
-            ttft = int(self.ttft_ns[r])
-            yield TraceBreakdown(
-                trace_id=self.ids[r],
-                root_service=strings[self.root_service[r]],  # type: ignore[arg-type]
-                root_name=strings[self.root_name[r]],  # type: ignore[arg-type]
-                start_ns=int(self.start_ns[r]),
-                e2e_ns=int(self.e2e_ns[r]),
-                groups=groups[r],
-                hops=hops[r],
-                ttft_ns=None if ttft == _NONE else ttft,
-                ttft_groups=None if ttft == _NONE else ttft_groups[r],
-                model_ttft_ns=_opt(int(self.model_ttft_ns[r])),
-                input_tokens=_opt(int(self.input_tokens[r])),
-                output_tokens=_opt(int(self.output_tokens[r])),
-                model=strings[self.model[r]],
-                span_count=int(self.span_count[r]),
-            )
-
-
-def _rows(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list, n: int) -> list[dict]:
-    out: list[dict] = [{} for _ in range(n)]
-    for r, k, v in zip(*(a.tolist() for a in flat), strict=True):
-        out[r][names[k]] = v
-    return out
+__all__ = ["Columns", "Projected", "ProjectedColumns", "TraceTable"]
 
 
 class TraceTable:
@@ -160,6 +58,7 @@ class TraceTable:
         self._tout = array("q")
         self._model = array("i")
         self._root = array("i")  # root service, root name: indexes into _strings
+        self._split = array("i")  # the --split-by value: an index into _strings, or -1
         self._seq = array("q")
         self._last_end = array("q")
         self._strings = _Names()
@@ -168,19 +67,28 @@ class TraceTable:
         self._groups = _Sparse(self._group_names)
         self._ttft_groups = _Sparse(self._group_names)
         self._hops = _Sparse(self._hop_names)
+        self._projected: _Projections | None = None
         # Per-trace warnings (rare: most traces have none), and the marks of traces that
         # left no row: row or mark number -> warnings.
         self._warnings: dict[int, Warnings] = {}
-        self._marks: list[tuple[str, int, int, Warnings | None]] = []
+        self._marks: list[_Mark] = []
         self._dropped: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._e2e)
 
     def add(
-        self, b: TraceBreakdown, seq: int = 0, last_end: int = 0, issues: Warnings | None = None
+        self,
+        b: TraceBreakdown,
+        seq: int = 0,
+        last_end: int = 0,
+        issues: Warnings | None = None,
+        split: str | None = None,
+        projected: Projected | None = None,
     ) -> None:
-        """Add a trace's breakdown; ``issues`` are the warnings preparing it raised."""
+        """Add a trace's breakdown; ``issues`` are the warnings preparing it raised,
+        ``split`` its ``--split-by`` value, ``projected`` its what-if projection (give
+        one for every row or for none)."""
         if issues is not None and issues.any:
             self._warnings[len(self._e2e)] = issues
         self._ids.append(b.trace_id)
@@ -194,15 +102,30 @@ class TraceTable:
         self._model.append(self._strings.of(b.model))
         self._root.append(self._strings.of(b.root_service))
         self._root.append(self._strings.of(b.root_name))
+        self._split.append(_NONE if split is None else self._strings.of(split))
         self._seq.append(seq)
         self._last_end.append(last_end)
         self._groups.add(b.groups)
         self._ttft_groups.add(b.ttft_groups)
         self._hops.add(b.hops)
+        if projected is not None:
+            if self._projected is None:
+                self._projected = _Projections(self._group_names)
+            self._projected.add(projected)
 
-    def mark(self, trace_id: str, seq: int, last_end: int, issues: Warnings | None) -> None:
-        """Remember a trace that left no row (filtered out, or no root)."""
-        self._marks.append((trace_id, seq, last_end, issues if issues and issues.any else None))
+    def mark(
+        self,
+        trace_id: str,
+        seq: int,
+        last_end: int,
+        issues: Warnings | None,
+        split: str | None = None,
+        selected: bool = True,
+    ) -> None:
+        """Remember a trace that left no row: no root (``issues`` says so), or not
+        ``selected`` by the filter."""
+        kept = issues if issues and issues.any else None
+        self._marks.append(_Mark(trace_id, seq, last_end, kept, split, selected))
 
     def merge(self, other: TraceTable) -> None:
         """Append the rows and marks of ``other``."""
@@ -215,8 +138,10 @@ class TraceTable:
             getattr(self, name).extend(getattr(other, name))
         self._seq.extend(other._seq)
         self._last_end.extend(other._last_end)
-        strings = np.array([self._strings.of(s) for s in other._strings.names] or [0], np.int32)
-        for name in ("_model", "_root"):
+        strings = np.array(
+            [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
+        )  # the last one maps -1 (no split value) to itself
+        for name in ("_model", "_root", "_split"):
             col = np.frombuffer(getattr(other, name), np.int32)
             getattr(self, name).extend(strings[col].tolist() if col.size else [])
         groups = np.array(
@@ -226,6 +151,10 @@ class TraceTable:
         self._groups.extend(other._groups, groups)
         self._ttft_groups.extend(other._ttft_groups, groups)
         self._hops.extend(other._hops, hops)
+        if other._projected is not None:
+            if self._projected is None:
+                self._projected = _Projections(self._group_names)
+            self._projected.extend(other._projected, groups)
         self._marks.extend(other._marks)
 
     def repeated(self) -> dict[str, list[tuple[int, int]]]:
@@ -234,8 +163,8 @@ class TraceTable:
         for i, t in enumerate(self._ids):
             if i not in self._dropped:
                 counts[t] = counts.get(t, 0) + 1
-        for t, *_ in self._marks:
-            counts[t] = counts.get(t, 0) + 1
+        for m in self._marks:
+            counts[m.trace_id] = counts.get(m.trace_id, 0) + 1
         twice = {t for t, n in counts.items() if n > 1}
         if not twice:
             return {}
@@ -243,25 +172,42 @@ class TraceTable:
         for i, t in enumerate(self._ids):
             if t in twice and i not in self._dropped:
                 out[t].append((self._seq[i], self._last_end[i]))
-        for t, seq, end, _ in self._marks:
-            if t in twice:
-                out[t].append((seq, end))
+        for m in self._marks:
+            if m.trace_id in twice:
+                out[m.trace_id].append((m.seq, m.last_end))
         return out
 
     def drop(self, trace_ids: set[str]) -> None:
         """Take out every row and mark of ``trace_ids`` (their parts, before the join)."""
         self._dropped.update(i for i, t in enumerate(self._ids) if t in trace_ids)
-        self._marks = [m for m in self._marks if m[0] not in trace_ids]
+        self._marks = [m for m in self._marks if m.trace_id not in trace_ids]
 
-    def tally(self) -> Warnings:
-        """The warnings of the kept rows and marks, in input order (as a serial run)."""
-        found = [(self._seq[r], w) for r, w in self._warnings.items() if r not in self._dropped] + [
-            (seq, w) for _, seq, _, w in self._marks if w is not None
+    def tally(self, split: str | None = None) -> Warnings:
+        """The warnings of the kept rows and marks, in input order (as a serial run);
+        with ``split``, of the traces with that ``--split-by`` value only."""
+        strings = self._strings.names
+        found = [
+            (self._seq[r], w)
+            for r, w in self._warnings.items()
+            if r not in self._dropped and (split is None or strings[self._split[r]] == split)
+        ]
+        found += [
+            (m.seq, m.issues)
+            for m in self._marks
+            if m.issues is not None and (split is None or m.split == split)
         ]
         found.sort(key=lambda x: x[0])
         out = Warnings()
         for _, w in found:
             out.merge(w)
+        return out
+
+    def unrooted(self) -> dict[str | None, int]:
+        """Selected traces that left no row (no root), by ``--split-by`` value."""
+        out: dict[str | None, int] = {}
+        for m in self._marks:
+            if m.selected:
+                out[m.split] = out.get(m.split, 0) + 1
         return out
 
     def columns(self) -> Columns:
@@ -286,6 +232,8 @@ class TraceTable:
             by = np.argsort(rows, kind="stable")
             return rows[by], keys[by], values[by]
 
+        split = _np32(self._split)[order]
+        p = self._projected
         return Columns(
             ids=np.array([self._ids[i] for i in order.tolist()], dtype=object),
             start_ns=start[order],
@@ -304,16 +252,26 @@ class TraceTable:
             ttft_groups=sparse(self._ttft_groups),
             hops=sparse(self._hops),
             hop_names=list(self._hop_names.names),
+            seq=_np(self._seq)[order],
+            last_end=_np(self._last_end)[order],
+            split=split if split.size and (split != _NONE).all() else None,
+            projected=None
+            if p is None or len(p.after) != n
+            else ProjectedColumns(
+                after_ns=_npd(p.after)[order],
+                ttft_before_ns=_np(p.ttft_before)[order],
+                ttft_after_ns=_npd(p.ttft_after)[order],
+                has_stage=np.frombuffer(p.has_stage, np.int8)[order].astype(bool),
+                before_groups=sparse(p.before_groups),
+                after_groups=sparse(p.after_groups),
+            ),
         )
 
 
-def _opt(value: int) -> int | None:
-    return None if value == _NONE else value
-
-
-def _np(col: array) -> np.ndarray:
-    return np.frombuffer(col, np.int64) if len(col) else np.zeros(0, np.int64)
-
-
-def _np32(col: array) -> np.ndarray:
-    return np.frombuffer(col, np.int32) if len(col) else np.zeros(0, np.int32)
+class _Mark(NamedTuple):
+    trace_id: str
+    seq: int
+    last_end: int
+    issues: Warnings | None
+    split: str | None
+    selected: bool

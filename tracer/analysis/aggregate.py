@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis._table import _NONE, Columns, TraceTable
-from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown, break_down
+from tracer.analysis._sketch import exact_traces as exact_limit
+from tracer.analysis._sketch import percentiles, sketch_note
+from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
+from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
@@ -47,12 +49,13 @@ class Stats:
     max: float
 
 
-def stats(values_ms: Iterable[float]) -> Stats:
-    """:class:`Stats` of ``values_ms`` (all zeros for an empty sample)."""
+def stats(values_ms: Iterable[float], sketched: bool = False) -> Stats:
+    """:class:`Stats` of ``values_ms`` (all zeros for an empty sample); with
+    ``sketched``, the percentiles come from a DDSketch (``docs/analysis.md``)."""
     arr = np.fromiter(values_ms, dtype=float)
     if arr.size == 0:
         return Stats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    p50, p90, p99 = percentiles(arr, (50, 90, 99), sketched)
     return Stats(
         int(arr.size),
         float(arr.mean()),
@@ -118,6 +121,14 @@ class Analysis:
     warnings: Warnings
     exemplars: dict[str, str]
     columns: Columns
+    #: The loaders' warnings and the traces' (``warnings`` is both, plus notes).
+    loaded: Warnings = field(default_factory=Warnings)
+    tally: Warnings = field(default_factory=Warnings)
+    #: With a ``split_by`` attribute: value -> (traces, including those without a
+    #: root, and their warnings).
+    split_parts: dict[str, tuple[int, Warnings]] | None = None
+    #: True when the percentiles came from the DDSketch (past the exact limit).
+    sketched: bool = False
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -139,20 +150,34 @@ def iter_prepared(
 
 
 def analyze(
-    traceset: TraceSet, group_by: str = "stage", stage_map: StageMap | None = None
+    traceset: TraceSet,
+    group_by: str = "stage",
+    stage_map: StageMap | None = None,
+    *,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
 ) -> Analysis:
-    """Attribute every trace of ``traceset`` and aggregate.
+    """Attribute every trace of ``traceset`` and aggregate. With ``split_by``, each
+    trace's value of that attribute is kept for :func:`~tracer.analysis.split.split_analysis`;
+    with ``projection`` (:class:`~tracer.analysis.whatif.Projection`), its what-if.
+    Percentiles are exact up to ``exact_traces`` traces (else ``HOPTRACE_EXACT_TRACES``,
+    else ten million), then from a DDSketch to within 1%.
 
     Raises:
         ConfigError: an unknown ``group_by``.
         NoUsableDataError: no trace could be analysed.
     """
+    from tracer.analysis._attribute import Attributor
+
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    tally = Warnings()
+    attribute = Attributor(group_by, stage_map, split_by=split_by, projection=projection)
     with gc_paused():
-        breakdowns = [break_down(t, group_by) for t in iter_prepared(traceset, tally, stage_map)]
-        return aggregate(breakdowns, group_by, traceset, tally)
+        for seq, (trace_id, spans) in enumerate(traceset.traces.items()):
+            attribute(trace_id, spans, seq, 0)
+        table = attribute.table
+        return aggregate_table(table, group_by, traceset.warnings, table.tally(), exact_traces)
 
 
 def aggregate(
@@ -166,17 +191,47 @@ def aggregate(
 
 
 def aggregate_table(
-    table: TraceTable, group_by: str, loaded: Warnings, tally: Warnings
+    table: TraceTable,
+    group_by: str,
+    loaded: Warnings,
+    tally: Warnings,
+    exact_traces: int | None = None,
 ) -> Analysis:
     """Aggregate the rows of ``table``; ``loaded`` are the loaders' warnings, ``tally``
-    the analyzer's (in that order in the result)."""
+    the analyzer's (in that order in the result). Percentiles are exact up to
+    ``exact_traces`` traces (:func:`~tracer.analysis._sketch.exact_traces`), then
+    sketched."""
+    # One order whatever the source order or the number of workers: exemplar ties and
+    # the JSON come out the same.
+    cols = table.columns()
+    parts = None
+    if cols.split is not None:
+        counts = np.bincount(cols.split, minlength=len(cols.strings))
+        found = {cols.strings[v]: int(counts[v]) for v in np.unique(cols.split).tolist()}
+        for value, k in table.unrooted().items():
+            found[value] = found.get(value, 0) + k
+        parts = {str(v): (k, table.tally(v)) for v, k in found.items()}
+    return aggregate_columns(cols, group_by, loaded, tally, parts, exact_traces)
+
+
+def aggregate_columns(
+    cols: Columns,
+    group_by: str,
+    loaded: Warnings,
+    tally: Warnings,
+    split_parts: dict[str, tuple[int, Warnings]] | None = None,
+    exact_traces: int | None = None,
+) -> Analysis:
+    """Aggregate ``cols`` (see :func:`aggregate_table`).
+
+    Raises:
+        NoUsableDataError: no rows.
+        ConfigError: a bad ``exact_traces`` (or ``HOPTRACE_EXACT_TRACES``).
+    """
     warnings = Warnings()
     warnings.merge(loaded)
     warnings.merge(tally)
     messages = warnings.messages
-    # One order whatever the source order or the number of workers: exemplar ties and
-    # the JSON come out the same.
-    cols = table.columns()
     n = len(cols)
     if not n:
         reason = messages[0] if messages else "the source holds no spans"
@@ -185,10 +240,14 @@ def aggregate_table(
         warnings.note(
             f"only {n} traces: percentiles from fewer than {MIN_TRACES} samples are rough"
         )
+    limit = exact_limit(exact_traces)
+    sketched = n > limit
+    if sketched:
+        warnings.note(sketch_note(limit))
     e2e = cols.e2e_ns.astype(float) / NS_PER_MS
     rows, keys, values = cols.groups
     present = sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k])
-    tail = e2e >= np.percentile(e2e, 90)
+    tail = e2e >= percentiles(e2e, (90,), sketched)[0]
     with_ttft = cols.ttft_ns != _NONE
     t_rows, t_keys, t_values = cols.ttft_groups
     ttft_sum = int(cols.ttft_ns[with_ttft].sum())
@@ -205,13 +264,14 @@ def aggregate_table(
                 e2e,
                 tail,
                 (exact_ttft / ttft_sum) if ttft_sum > 0 else None,
+                sketched,
             )
         )
     groups.sort(key=lambda s: (-s.share, s.name))
     h_rows, h_keys, h_values = cols.hops
     hops = []
     for k in dict.fromkeys(h_keys.tolist()):
-        st = stats(h_values[h_keys == k] / NS_PER_MS)
+        st = stats(h_values[h_keys == k] / NS_PER_MS, sketched)
         src, dst = cols.hop_names[k]
         hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90))
     hops.sort(key=lambda h: -h.mean_ms)
@@ -233,15 +293,19 @@ def aggregate_table(
         traces=n,
         spans=int(cols.span_count.sum()),
         group_by=group_by,
-        e2e=stats(e2e),
-        ttft=stats(cols.ttft_ns[with_ttft] / NS_PER_MS) if with_ttft.any() else None,
-        model_ttft=stats(model_ttft) if model_ttft.size else None,
+        e2e=stats(e2e, sketched),
+        ttft=stats(cols.ttft_ns[with_ttft] / NS_PER_MS, sketched) if with_ttft.any() else None,
+        model_ttft=stats(model_ttft, sketched) if model_ttft.size else None,
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=tokens,
         warnings=warnings,
-        exemplars=_exemplars(cols, e2e),
+        exemplars=_exemplars(cols, e2e, sketched),
         columns=cols,
+        loaded=loaded,
+        tally=tally,
+        split_parts=split_parts,
+        sketched=sketched,
     )
 
 
@@ -251,10 +315,11 @@ def _group_stats(
     e2e_ms: np.ndarray,
     tail: np.ndarray,
     ttft_share: float | None,
+    sketched: bool = False,
 ) -> GroupStats:
     """One group's stats from its per-trace times (ms); ``tail`` marks the traces at or
     above the end-to-end P90."""
-    p50, p90, p99 = np.percentile(column_ms, [50, 90, 99])
+    p50, p90, p99 = percentiles(column_ms, (50, 90, 99), sketched)
     total, tail_total = e2e_ms.sum(), e2e_ms[tail].sum()
     return GroupStats(
         name=name,
@@ -284,13 +349,14 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
     t_rows, t_keys, t_values = cols.ttft_groups
     ttft_sum = int(cols.ttft_ns[cols.ttft_ns != _NONE].sum())
     ttft_share = int(t_values[wanted[t_keys]].sum()) / ttft_sum if ttft_sum > 0 else None
-    tail = e2e >= np.percentile(e2e, 90)
-    return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share)
+    sketched = analysis.sketched
+    tail = e2e >= percentiles(e2e, (90,), sketched)[0]
+    return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share, sketched)
 
 
-def _exemplars(cols: Columns, e2e_ms: np.ndarray) -> dict[str, str]:
+def _exemplars(cols: Columns, e2e_ms: np.ndarray, sketched: bool) -> dict[str, str]:
     out = {}
     for label, q in (("p50", 50), ("p90", 90)):
-        target = np.percentile(e2e_ms, q)
+        target = percentiles(e2e_ms, (q,), sketched)[0]
         out[label] = str(cols.ids[int(np.argmin(np.abs(e2e_ms - target)))])
     return out

@@ -66,11 +66,15 @@ def _sum_groups(trace: PreparedTrace, own: dict[int, int], group_by: str) -> dic
     return groups
 
 
-def client_first_token(trace: PreparedTrace) -> int | None:
+def client_first_token(
+    trace: PreparedTrace, corrected: list[int | None] | None = None
+) -> int | None:
     """The client-perceived first-token point: the root's mark, else the earliest mark
-    on a span of the root's service."""
+    on a span of the root's service. ``corrected`` is :func:`marks` of the trace when
+    the caller has it."""
     root = trace.spans[trace.root]
-    corrected = marks(trace)
+    if corrected is None:
+        corrected = marks(trace)
     if corrected[trace.root] is not None:
         return corrected[trace.root]
     found = [
@@ -89,7 +93,7 @@ def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
     found = False
     for i, s in enumerate(trace.spans):
         a = s.attributes
-        if a and any(k in a for k in _USAGE_KEYS):
+        if a and not _USAGE_SET.isdisjoint(a):
             carries[i] = found = True
     if not found:
         return None, None, None
@@ -122,6 +126,7 @@ _OUTPUT_KEYS = (
     attrs.OPENINFERENCE_COMPLETION_TOKENS,
 )
 _USAGE_KEYS = _INPUT_KEYS + _OUTPUT_KEYS
+_USAGE_SET = frozenset(_USAGE_KEYS)
 _MODEL_KEYS = (
     attrs.GEN_AI_REQUEST_MODEL,
     attrs.GEN_AI_RESPONSE_MODEL,
@@ -155,10 +160,11 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
             hops[hop] = hops.get(hop, 0) + t
     root_start = trace.start[trace.root]
     ttft_ns = ttft_groups = model_ttft = None
-    point = client_first_token(trace)
+    corrected = marks(trace)
+    point = client_first_token(trace, corrected)
     if point is not None and root_start < point:
         point = min(point, trace.end[trace.root])
-        ends, included = ttft_view(trace, point)
+        ends, included = ttft_view(trace, point, corrected)
         t_own = own_times(trace.root, trace.children, trace.start, ends, included)
         ttft_groups = _sum_groups(trace, t_own, group_by)
         ttft_ns = point - root_start

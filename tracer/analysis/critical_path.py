@@ -48,12 +48,12 @@ def own_times(
                 mine = (hi - ce) + (cs - lo)
                 stack.append((c, cs, ce))
                 if mine:
-                    own[s] = own.get(s, 0) + mine
+                    own[s] = mine
                 continue
             below = ()
         if not below:
             if hi > lo:
-                own[s] = own.get(s, 0) + hi - lo
+                own[s] = hi - lo
             continue
         kids = []
         for c in children[s]:
@@ -66,7 +66,7 @@ def own_times(
             kids.append((ce, end[c], cs, c))
         if not kids:
             if hi > lo:
-                own[s] = own.get(s, 0) + hi - lo
+                own[s] = hi - lo
             continue
         # Latest (clipped) end first, ties to the latest real end; a candidate must
         # start before the cursor.
@@ -82,28 +82,32 @@ def own_times(
             cursor = cs
         mine += cursor - lo
         if mine:
-            own[s] = own.get(s, 0) + mine
+            own[s] = mine
     return own
 
 
 def marks(trace: PreparedTrace) -> list[int | None]:
     """Each span's first-token mark on the trace's corrected clock: shifted with the span
     when clock skew was corrected."""
+    start = trace.start
     return [
-        None if s.first_token_ns is None else s.first_token_ns + trace.start[i] - s.start_ns
+        None if (m := s.first_token_ns) is None else m + start[i] - s.start_ns
         for i, s in enumerate(trace.spans)
     ]
 
 
-def ttft_view(trace: PreparedTrace, first_token_ns: int) -> tuple[list[int], list[bool]]:
+def ttft_view(
+    trace: PreparedTrace, first_token_ns: int, corrected: list[int | None] | None = None
+) -> tuple[list[int], list[bool]]:
     """End times and inclusion of the TTFT view of ``trace`` up to ``first_token_ns``.
 
     A span with a first-token mark ends at its mark; a span without one whose
     descendants have marks ends at the latest of those; others are clipped to the
-    point; spans that start at or after it are left out.
+    point; spans that start at or after it are left out. ``corrected`` is
+    :func:`marks` of the trace when the caller has it.
     """
     n = len(trace.spans)
-    latest_mark = marks(trace)
+    latest_mark = marks(trace) if corrected is None else list(corrected)
     for i in reversed(trace.order):  # bottom-up: carry marks to ancestors without one
         p = trace.parent[i]
         if p >= 0 and trace.spans[p].first_token_ns is None:

@@ -7,16 +7,21 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from tracer._errors import ConfigError
+import numpy as np
+
+from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url
+from tracer.analysis._sketch import exact_traces as exact_limit
+from tracer.analysis._table import Projected
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders import load, parse_duration
 from tracer.analysis.loaders._http import QUIET, Listener
-from tracer.analysis.prepare import StageMap
+from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceFilter, TraceSet
 
-__all__ = ["ENGINES", "Progress", "analyze_sources"]
+__all__ = ["ENGINES", "Progress", "analyze_sources", "exemplar_traces"]
 
 #: ``progress(phase, done, total)``: phase ``"reading"`` with bytes, then ``"attributing"``
 #: (the Dask engine: files then ``"joining"`` with the number of traces that had several
@@ -44,6 +49,9 @@ def analyze_sources(
     listener: Listener = QUIET,
     workers: int | None = None,
     window_spans: int | None = None,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
     engine: str = "local",
     scheduler: str | None = None,
 ) -> tuple[Analysis, TraceSet | None]:
@@ -55,7 +63,12 @@ def analyze_sources(
     process). ``window_spans`` (else ``HOPTRACE_WINDOW_SPANS``) is the streaming
     window. That path keeps no spans, so it is taken only when ``keep_traces`` is
     false and no ``limit`` asks for the newest traces. ``backend``, ``query`` and
-    ``listener`` are for trace backend URLs, as in :func:`load`.
+    ``listener`` are for trace backend URLs, as in :func:`load`. ``split_by`` keeps each
+    trace's value of that attribute (:func:`~tracer.analysis.split.split_analysis`);
+    ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) each trace's what-if
+    (its :meth:`~tracer.analysis.whatif.Projection.result`); on every path. Percentiles
+    are exact up to ``exact_traces`` traces (else ``HOPTRACE_EXACT_TRACES``, else ten
+    million), then from a DDSketch to within 1% (``docs/analysis.md``).
 
     ``engine="dask"`` streams OTLP JSON-lines files (any size) and the span store on
     the Dask scheduler at ``scheduler`` (``tcp://host:port``), or on a local cluster
@@ -73,6 +86,7 @@ def analyze_sources(
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if scheduler is not None and engine != "dask":
         raise ConfigError("a scheduler address is for the Dask engine: add --engine dask")
+    exact_traces = exact_limit(exact_traces)  # a bad setting fails before reading
     if not keep_traces and limit is None and query is None:
         result = _streamed(
             sources,
@@ -82,6 +96,7 @@ def analyze_sources(
             progress,
             workers,
             window_spans,
+            {"split_by": split_by, "projection": projection, "exact_traces": exact_traces},
             engine,
             scheduler,
         )
@@ -103,7 +118,15 @@ def analyze_sources(
         query=query,
         listener=listener,
     )
-    return analyze(traces, group_by, stage_map), traces
+    result = analyze(
+        traces,
+        group_by,
+        stage_map,
+        split_by=split_by,
+        projection=projection,
+        exact_traces=exact_traces,
+    )
+    return result, traces
 
 
 def _since_ns(since: str | None) -> int | None:
@@ -118,6 +141,7 @@ def _streamed(
     progress: Progress | None,
     workers: int | None,
     window_spans: int | None,
+    extra: dict[str, Any],
     engine: str = "local",
     scheduler: str | None = None,
 ) -> Analysis | None:
@@ -134,9 +158,16 @@ def _streamed(
             from tracer.analysis import _dask
 
             return _dask.analyze_store(
-                paths[0], group_by, stage_map, keep, progress, scheduler=scheduler, workers=workers
+                paths[0],
+                group_by,
+                stage_map,
+                keep,
+                progress,
+                scheduler=scheduler,
+                workers=workers,
+                **extra,
             )
-        return analyze_store(paths[0], group_by, stage_map, keep)
+        return analyze_store(paths[0], group_by, stage_map, keep, **extra)
     if not eligible(paths, min_bytes=0):
         return None
     if engine == "dask":
@@ -144,9 +175,43 @@ def _streamed(
 
         return _dask.analyze_files(
             paths, group_by, stage_map, keep, progress, window_spans,
-            scheduler=scheduler, workers=workers,
+            scheduler=scheduler, workers=workers, **extra,
         )  # fmt: skip
     count = worker_count(workers)
     if count > 1 and not eligible(paths):
         count = 1  # small: forking costs more than it saves
-    return analyze_files(paths, group_by, stage_map, count, keep, progress, window_spans)
+    return analyze_files(paths, group_by, stage_map, count, keep, progress, window_spans, **extra)
+
+
+def exemplar_traces(sources: Sequence[str], analysis: Analysis) -> TraceSet:
+    """The spans of the exemplar traces of ``analysis``, which :func:`analyze_sources`
+    streamed from ``sources`` without keeping spans: read again from the lines they
+    were on (files), or fetched by trace id (the span store).
+
+    Raises:
+        SourceError: a source can no longer be read.
+    """
+    from collector.store import SpanStore, default_store_path, is_store_file
+    from tracer.analysis._stream import read_traces
+
+    cols = analysis.columns
+    where = {}
+    for trace_id in dict.fromkeys(analysis.exemplars.values()):
+        rows = np.nonzero(cols.ids == trace_id)[0]
+        if rows.size:
+            r = int(rows[0])
+            where[trace_id] = (int(cols.seq[r]), int(cols.last_end[r]))
+    found = TraceSet()
+    if not where:
+        return found
+    paths = [Path(s).expanduser() for s in sources] or [default_store_path()]
+    if len(paths) == 1 and paths[0].is_file() and is_store_file(paths[0]):
+        with SpanStore(str(paths[0])) as store:
+            found.add(store.spans_of(where))
+        return found
+    try:
+        return read_traces([str(p) for p in paths], where)
+    except OSError as exc:
+        raise SourceError(
+            f"cannot read {exc.filename!r} again for the exemplar traces: {exc.strerror}"
+        ) from None

@@ -9,28 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tracer._errors import ConfigError
+from tracer.analysis._attribute import NONE, split_value
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span
 
-__all__ = ["NONE", "Split", "split_by", "split_traces"]
+if TYPE_CHECKING:
+    from tracer.analysis._table import Columns
+    from tracer.analysis.aggregate import Analysis
+    from tracer.spans.model import Warnings
 
-#: The value of traces that do not carry the attribute.
-NONE = "(none)"
+__all__ = ["NONE", "Split", "split_analysis", "split_by", "split_traces", "split_value"]
+
 R = TypeVar("R")
-
-
-def _value(spans: list[Span], attribute: str) -> str:
-    best: Span | None = None
-    for s in spans:
-        if attribute in s.attributes and (best is None or s.start_ns < best.start_ns):
-            best = s
-    if best is None:
-        return NONE
-    value = best.attributes[attribute]
-    return str(value) if not isinstance(value, list) else ",".join(map(str, value))
 
 
 def split_traces(traceset: TraceSet, attribute: str) -> list[tuple[str, TraceSet]]:
@@ -42,12 +35,9 @@ def split_traces(traceset: TraceSet, attribute: str) -> list[tuple[str, TraceSet
     """
     parts: dict[str, dict[str, list[Span]]] = {}
     for trace_id, spans in traceset.traces.items():
-        parts.setdefault(_value(spans, attribute), {})[trace_id] = spans
+        parts.setdefault(split_value(spans, attribute), {})[trace_id] = spans
     if set(parts) <= {NONE}:
-        raise ConfigError(
-            f"no trace carries the attribute {attribute!r} given to --split-by; for example "
-            "gen_ai.request.model, or hoptrace.fallback_tier in the demo's traces"
-        )
+        _no_value(attribute)
     ordered = sorted(parts.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     return [(value, TraceSet(traces, traceset.warnings)) for value, traces in ordered]
 
@@ -72,4 +62,37 @@ def split_by(traceset: TraceSet, attribute: str, run: Callable[[TraceSet], R]) -
             (value, len(part.traces), run(part))
             for value, part in split_traces(traceset, attribute)
         ),
+    )
+
+
+def split_analysis(
+    analysis: Analysis, attribute: str, run: Callable[[Columns, Warnings, Warnings], R]
+) -> Split[R]:
+    """``run`` on the rows of each value of ``attribute``, from an analysis attributed
+    with ``split_by=attribute`` (in one pass; no spans kept). ``run`` gets the value's
+    rows, the loaders' warnings and its traces'; the values come in the order of
+    :func:`split_traces`, and the results equal :func:`split_by`'s.
+
+    Raises:
+        ConfigError: no trace carries the attribute; and whatever ``run`` raises.
+        ValueError: ``analysis`` was attributed without ``split_by``.
+    """
+    parts = analysis.split_parts
+    if parts is None:
+        raise ValueError("the analysis was attributed without split_by")
+    if set(parts) <= {NONE}:
+        _no_value(attribute)
+    cols = analysis.columns
+    assert cols.split is not None
+    out = []
+    for value, (count, tally) in sorted(parts.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        index = cols.strings.index(value) if value in cols.strings else -2
+        out.append((value, count, run(cols.subset(cols.split == index), analysis.loaded, tally)))
+    return Split(attribute, tuple(out))
+
+
+def _no_value(attribute: str) -> None:
+    raise ConfigError(
+        f"no trace carries the attribute {attribute!r} given to --split-by; for example "
+        "gen_ai.request.model, or hoptrace.fallback_tier in the demo's traces"
     )

@@ -116,9 +116,50 @@ class StageMapRules:
 
     rules: tuple[Rule, ...]
 
+    def __post_init__(self) -> None:
+        # An index of necessary conditions, so that a span is tried only against the
+        # rules it could meet: rules that name exact operations are found by the span's
+        # name, rules that require an attribute by the span's keys, the rest always.
+        by_name: dict[str, list[int]] = {}
+        by_key: dict[str, list[int]] = {}
+        always: list[int] = []
+        for n, rule in enumerate(self.rules):
+            names = rule.operation
+            if "*" not in names and not any(c in p for p in names for c in "*?["):
+                for name in names:
+                    by_name.setdefault(name, []).append(n)
+            elif rule.attribute is not None or rule.attributes:
+                key = rule.attribute if rule.attribute is not None else rule.attributes[0][0]
+                by_key.setdefault(key, []).append(n)
+            else:
+                always.append(n)
+        object.__setattr__(self, "_by_name", {k: tuple(v) for k, v in by_name.items()})
+        object.__setattr__(self, "_by_key", {k: tuple(v) for k, v in by_key.items()})
+        object.__setattr__(self, "_always", tuple(always))
+
     def match(self, span: Span, in_engine: bool = False) -> Rule | None:
         """The first rule matching ``span``, or None."""
-        for rule in self.rules:
+        found: Any = self._by_name.get(span.name, ())  # type: ignore[attr-defined]
+        by_key: dict[str, tuple[int, ...]] = self._by_key  # type: ignore[attr-defined]
+        if by_key:
+            a = span.attributes
+            if len(a) <= len(by_key):
+                for key in a:
+                    more = by_key.get(key)
+                    if more is not None:
+                        found = found + more
+            else:
+                for key, more in by_key.items():
+                    if key in a:
+                        found = found + more
+        always = self._always  # type: ignore[attr-defined]
+        if always:
+            found = found + always
+        if not found:
+            return None
+        rules = self.rules
+        for n in sorted(found) if len(found) > 1 else found:
+            rule = rules[n]
             if rule.matches(span, in_engine):
                 return rule
         return None

@@ -14,8 +14,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis.aggregate import NS_PER_MS, Stats, iter_prepared, stats
+from tracer.analysis._parallel import gc_paused
+from tracer.analysis._sketch import exact_traces as exact_limit
+from tracer.analysis._sketch import sketch_note
+from tracer.analysis._table import _NONE, Columns, Projected
+from tracer.analysis.aggregate import NS_PER_MS, Stats, stats
 from tracer.analysis.breakdown import client_first_token, group_key
 from tracer.analysis.critical_path import own_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace, StageMap
@@ -23,7 +29,7 @@ from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
-__all__ = ["WhatIf", "ideal_speedup", "retime", "what_if"]
+__all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,65 +162,126 @@ def what_if(
         ConfigError: ``speedup`` is not positive, or no trace has ``stage``.
         NoUsableDataError: no trace could be analysed.
     """
-    if not speedup > 0:
-        raise ConfigError(f"speedup must be a positive number, got {speedup!r}")
-    tally = Warnings()
-    before: list[float] = []
-    after: list[float] = []
-    before_groups: dict[str, float] = {}
-    after_groups: dict[str, float] = {}
-    ttft_before: list[float] = []
-    ttft_after: list[float] = []
-    seen_stage = False
-    for trace in iter_prepared(traceset, tally, stage_map):
-        seen_stage = seen_stage or any(covers(stage, x) for x in trace.stage)
+    from tracer.analysis._attribute import Attributor
+
+    projection = Projection(stage, speedup)
+    attribute = Attributor("stage", stage_map, projection=projection)
+    with gc_paused():
+        for seq, (trace_id, spans) in enumerate(traceset.traces.items()):
+            attribute(trace_id, spans, seq, 0)
+        table = attribute.table
+        return projection.result(table.columns(), traceset.warnings, table.tally())
+
+
+@dataclass(frozen=True)
+class Projection:
+    """``stage`` ``speedup`` times faster, applied to one prepared trace at a time (at
+    attribution, so that streamed traces need not be kept), then summed by
+    :meth:`result`.
+
+    Raises:
+        ConfigError: ``speedup`` is not positive.
+    """
+
+    stage: str
+    speedup: float
+
+    def __post_init__(self) -> None:
+        if not self.speedup > 0:
+            raise ConfigError(f"speedup must be a positive number, got {self.speedup!r}")
+
+    def __call__(self, trace: PreparedTrace) -> Projected:
+        """The trace's retimed end-to-end time, TTFT and stage times."""
+        stage, speedup = self.stage, self.speedup
         new_start, new_end = retime(trace, stage, speedup)
-        before.append(trace.e2e_ns / NS_PER_MS)
-        after.append((new_end[trace.root] - new_start[trace.root]) / NS_PER_MS)
-        first = _retimed_ttft(trace, stage, speedup)
-        if first is not None:
-            ttft_before.append(first[0] / NS_PER_MS)
-            ttft_after.append(first[1] / NS_PER_MS)
+        before: dict[str, int] = {}
+        after: dict[str, float] = {}
         for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
             key = group_key(trace, i, "stage")
-            before_groups[key] = before_groups.get(key, 0.0) + t
+            before[key] = before.get(key, 0) + t
         for i, u in own_times(trace.root, trace.children, new_start, new_end).items():
             key = group_key(trace, i, "stage")
-            after_groups[key] = after_groups.get(key, 0.0) + u
-    if not before:
-        raise NoUsableDataError(
-            "no trace could be analysed: " + "; ".join(tally.messages or ["no spans"])
+            after[key] = after.get(key, 0.0) + u
+        return Projected(
+            after_ns=new_end[trace.root] - new_start[trace.root],
+            ttft=_retimed_ttft(trace, stage, speedup),
+            has_stage=any(covers(stage, x) for x in trace.stage),
+            before_groups=before,
+            after_groups=after,
         )
-    if not seen_stage:
-        known = sorted(before_groups)
-        raise ConfigError(
-            f"no span is in stage {stage!r}; the stages in these traces are: {', '.join(known)}"
+
+    def result(
+        self,
+        columns: Columns,
+        loaded: Warnings,
+        tally: Warnings,
+        exact_traces: int | None = None,
+    ) -> WhatIf:
+        """The projection over every row of ``columns`` (attributed with this
+        projection); ``loaded`` are the loaders' warnings, ``tally`` the traces'.
+        Percentiles are exact up to ``exact_traces`` traces, then sketched
+        (:func:`~tracer.analysis.analyze`).
+
+        Raises:
+            ConfigError: no trace has the stage.
+            NoUsableDataError: no rows.
+            ValueError: ``columns`` have no projection.
+        """
+        if not len(columns):
+            raise NoUsableDataError(
+                "no trace could be analysed: " + "; ".join(tally.messages or ["no spans"])
+            )
+        p = columns.projected
+        if p is None:
+            raise ValueError("the columns were attributed without a what-if projection")
+        warnings = Warnings()
+        warnings.merge(loaded)
+        warnings.merge(tally)
+        limit = exact_limit(exact_traces)
+        sketched = len(columns) > limit
+        if sketched:
+            warnings.note(sketch_note(limit))
+        names = columns.group_names
+        before_groups = _sums(p.before_groups, names)
+        if not p.has_stage.any():
+            raise ConfigError(
+                f"no span is in stage {self.stage!r}; the stages in these traces are: "
+                + ", ".join(sorted(before_groups))
+            )
+        after_groups = _sums(p.after_groups, names)
+        b = stats(columns.e2e_ns / NS_PER_MS, sketched)
+        a = stats(p.after_ns / NS_PER_MS, sketched)
+        realized = {
+            key: (getattr(b, key) / getattr(a, key)) if getattr(a, key) > 0 else float("inf")
+            for key in ("mean", "p50", "p90", "p99")
+        }
+        total_before = sum(before_groups.values()) or 1.0
+        total_after = sum(after_groups.values()) or 1.0
+        first = p.ttft_before_ns != _NONE
+        return WhatIf(
+            stage=self.stage,
+            speedup=float(self.speedup),
+            traces=len(columns),
+            before=b,
+            after=a,
+            realized=realized,
+            before_groups=_shares(before_groups, total_before),
+            after_groups=_shares(after_groups, total_after),
+            stage_share=sum(v for k, v in before_groups.items() if covers(self.stage, k))
+            / total_before,
+            skipped_traces=warnings.skipped_traces,
+            messages=tuple(warnings.messages),
+            ttft_before=stats(p.ttft_before_ns[first] / NS_PER_MS, sketched)
+            if first.any()
+            else None,
+            ttft_after=stats(p.ttft_after_ns[first] / NS_PER_MS, sketched) if first.any() else None,
         )
-    warnings = Warnings()
-    warnings.merge(traceset.warnings)
-    warnings.merge(tally)
-    b, a = stats(before), stats(after)
-    realized = {
-        key: (getattr(b, key) / getattr(a, key)) if getattr(a, key) > 0 else float("inf")
-        for key in ("mean", "p50", "p90", "p99")
-    }
-    total_before = sum(before_groups.values()) or 1.0
-    total_after = sum(after_groups.values()) or 1.0
-    return WhatIf(
-        stage=stage,
-        speedup=float(speedup),
-        traces=len(before),
-        before=b,
-        after=a,
-        realized=realized,
-        before_groups=_shares(before_groups, total_before),
-        after_groups=_shares(after_groups, total_after),
-        stage_share=sum(v for k, v in before_groups.items() if covers(stage, k)) / total_before,
-        skipped_traces=warnings.skipped_traces,
-        messages=tuple(warnings.messages),
-        ttft_before=stats(ttft_before) if ttft_before else None,
-        ttft_after=stats(ttft_after) if ttft_after else None,
-    )
+
+
+def _sums(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str]) -> dict[str, float]:
+    """Each group's total over the rows (ints summed exactly, then as floats)."""
+    _, keys, values = flat
+    return {names[k]: float(values[keys == k].sum()) for k in np.unique(keys).tolist()}
 
 
 def _retimed_ttft(trace: PreparedTrace, stage: str, speedup: float) -> tuple[int, float] | None:

@@ -94,11 +94,6 @@ class Selection:
         :func:`busy`) hears which backend a URL is and how fetching goes."""
         from tracer.analysis import load
 
-        if self.engine == "dask":
-            (listener if listener is not None else _Notices()).found(
-                "--engine dask: this command reads its traces whole, in this process"
-            )
-
         return load(
             list(sources),
             service=self.service,

@@ -49,10 +49,13 @@ def _analyze(
     selection: Selection,
     group_by: str,
     smap: Any,
-    keep_traces: bool,
+    keep_traces: bool = False,
     what: str = "reading and attributing traces",
+    split_by: str | None = None,
+    projection: Any = None,
 ) -> tuple[Any, Any]:
-    """Analysis and (when kept) traces of the selected sources, with progress."""
+    """Analysis and (when kept) traces of the selected sources, with progress; each
+    trace's ``split_by`` value and what-if ``projection`` are kept in the analysis."""
     from tracer.analysis import analyze_sources
 
     with busy(sources, what) as notices, _byte_progress() as bar:
@@ -78,24 +81,65 @@ def _analyze(
             backend=selection.backend,
             query=selection.query,
             listener=notices,
+            split_by=split_by,
+            projection=projection,
             engine=selection.engine,
             scheduler=selection.scheduler,
         )
 
 
+def _waterfalls(result: Any, traces: Any, smap: Any, sources: tuple[str, ...]) -> Any:
+    """The exemplar waterfalls; when the analysis streamed (no traces kept), the
+    exemplar traces are read again from ``sources``."""
+    from tracer.analysis import exemplar_traces, exemplar_waterfalls
+
+    if traces is None:
+        traces = exemplar_traces(sources, result)
+    return exemplar_waterfalls(result, traces, smap)
+
+
 def _report(
     result: Any, traces: Any, smap: Any, sources: tuple[str, ...], jaeger_url: str, **views: Any
 ) -> Any:
-    from tracer.analysis import exemplar_waterfalls, render
+    from tracer.analysis import render
 
     return render.Report(
         title=f"Where the time goes: {result.traces} traces",
         source=source_label(sources),
         analysis=result,
-        waterfalls=exemplar_waterfalls(result, traces, smap),
+        waterfalls=_waterfalls(result, traces, smap, sources),
         jaeger_url=jaeger_url,
         **views,
     )
+
+
+def _split_analysis(result: Any, attribute: str | None, group_by: str) -> Any:
+    """Each value's analysis, from an analysis attributed with ``split_by=attribute``."""
+    from tracer.analysis.aggregate import aggregate_columns
+    from tracer.analysis.split import split_analysis
+
+    if attribute is None:
+        return None
+    return split_analysis(
+        result,
+        attribute,
+        lambda cols, loaded, tally: aggregate_columns(cols, group_by, loaded, tally),
+    )
+
+
+def _split_whatif(result: Any, attribute: str, projection: Any) -> Any:
+    """What-if per value; a value whose traces cannot be projected (none of them passes
+    through the stage) gets the reason."""
+    from tracer._errors import NoUsableDataError
+    from tracer.analysis.split import split_analysis
+
+    def one(cols: Any, loaded: Any, tally: Any) -> Any:
+        try:
+            return projection.result(cols, loaded, tally)
+        except (ConfigError, NoUsableDataError) as exc:
+            return str(exc)
+
+    return split_analysis(result, attribute, one)
 
 
 @click.command()
@@ -130,10 +174,9 @@ def analyze(
 
     prices = parse_prices(price)
     smap = selection.stage_map()
-    keep = fmt == "html" or split_by is not None
-    result, traces = _analyze(sources, selection, group_by, smap, keep_traces=keep)
+    result, traces = _analyze(sources, selection, group_by, smap, split_by=split_by)
     if split_by is not None:
-        parts = _split_analysis(traces, split_by, group_by, smap)
+        parts = _split_analysis(result, split_by, group_by)
         render_as(
             fmt,
             output,
@@ -173,67 +216,51 @@ def whatif(
     STAGE covers its sub-stages: inference means inference and inference.queue,
     .prefill and .decode; inference.decode means only that one.
     """
-    from tracer.analysis import analyze as run
-    from tracer.analysis import render, what_if
+    from tracer.analysis import render
+    from tracer.analysis.whatif import Projection
 
     smap = selection.stage_map()
-    with busy(sources, "reading and retiming traces") as notices:
-        traces = selection.load(sources, notices)
-        # All traces first: a bad speedup or a stage no trace has is the user's
-        # mistake, whatever the split; the page shows this projection too.
-        result = what_if(traces, stage, speedup, smap)
-        if split_by is not None:
-            parts = _split_whatif(traces, split_by, stage, speedup, smap)
-            render_as(
-                fmt,
-                output,
-                lambda: render.split_whatif_dict(parts),
-                lambda: render.split_whatif_sections(parts),
-                lambda: _report(
-                    run(traces, "stage", smap),
-                    traces,
-                    smap,
-                    sources,
-                    jaeger_url,
-                    whatif=result,
-                    split=_split_analysis(traces, split_by, "stage", smap),
-                ),  # fmt: skip
-            )
-            return
+    projection = Projection(stage, speedup)
+    # Every trace is projected as it is attributed (no spans kept); the analysis by
+    # stage comes with it for the page.
+    whole, traces = _analyze(
+        sources,
+        selection,
+        "stage",
+        smap,
+        False,
+        "reading and retiming traces",
+        split_by,
+        projection,
+    )
+    # All traces first: a stage no trace has is the user's mistake, whatever the
+    # split; the page shows this projection too.
+    result = projection.result(whole.columns, whole.loaded, whole.tally)
+    if split_by is not None:
+        parts = _split_whatif(whole, split_by, projection)
+        render_as(
+            fmt,
+            output,
+            lambda: render.split_whatif_dict(parts),
+            lambda: render.split_whatif_sections(parts),
+            lambda: _report(
+                whole,
+                traces,
+                smap,
+                sources,
+                jaeger_url,
+                whatif=result,
+                split=_split_analysis(whole, split_by, "stage"),
+            ),
+        )
+        return
     render_as(
         fmt,
         output,
         lambda: render.whatif_dict(result),
         lambda: render.whatif_sections(result),
-        lambda: _report(
-            run(traces, "stage", smap), traces, smap, sources, jaeger_url, whatif=result
-        ),
+        lambda: _report(whole, traces, smap, sources, jaeger_url, whatif=result),
     )
-
-
-def _split_whatif(traces: Any, attribute: str, stage: str, speedup: float, smap: Any) -> Any:
-    """What-if per value; a value whose traces cannot be projected (none of them passes
-    through the stage) gets the reason."""
-    from tracer._errors import ConfigError, NoUsableDataError
-    from tracer.analysis import what_if
-    from tracer.analysis.split import split_by
-
-    def one(part: Any) -> Any:
-        try:
-            return what_if(part, stage, speedup, smap)
-        except (ConfigError, NoUsableDataError) as exc:
-            return str(exc)
-
-    return split_by(traces, attribute, one)
-
-
-def _split_analysis(traces: Any, attribute: str | None, group_by: str, smap: Any) -> Any:
-    from tracer.analysis import analyze as run
-    from tracer.analysis.split import split_by
-
-    if attribute is None:
-        return None
-    return split_by(traces, attribute, lambda part: run(part, group_by, smap))
 
 
 @click.command()
@@ -256,16 +283,15 @@ def compare(
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage."""
     from tracer.analysis import compare as diff
-    from tracer.analysis import exemplar_waterfalls, render
+    from tracer.analysis import render
 
     if scheduler is not None and engine != "dask":
         raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
     smap = stage_map_of(stage_map)
     everything = Selection(engine=engine, scheduler=scheduler)
     before, _ = _analyze((baseline,), everything, group_by, smap, False, "reading the baseline")
-    # The HTML page draws the candidate's exemplar traces: keep them for it.
     after, candidate_traces = _analyze(
-        (candidate,), everything, group_by, smap, fmt == "html", "reading the candidate"
+        (candidate,), everything, group_by, smap, False, "reading the candidate"
     )
     result = diff(before, after)
     render_as(
@@ -278,7 +304,8 @@ def compare(
             source=f"baseline {baseline}, candidate {candidate}",
             analysis=after,
             comparison=result,
-            waterfalls=exemplar_waterfalls(after, candidate_traces, smap),
+            # The candidate's exemplar traces, read again when it was streamed.
+            waterfalls=_waterfalls(after, candidate_traces, smap, (candidate,)),
             jaeger_url=jaeger_url,
         ),
     )
@@ -320,23 +347,28 @@ def report(
     The page works offline (no scripts, no fonts, no CDN); the P50 and P90 exemplar
     traces link to Jaeger at --jaeger-url.
     """
-    from tracer.analysis import analyze as run
     from tracer.analysis import compare as diff
-    from tracer.analysis import load, render, what_if
+    from tracer.analysis import render
+    from tracer.analysis.whatif import Projection
 
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
     smap = selection.stage_map()
-    with busy(sources, "reading and attributing traces") as notices:
-        traces = selection.load(sources, notices)
-        result = run(traces, group_by, smap)
-        views: dict[str, Any] = {}
-        if whatif_stage is not None and speedup is not None:
-            views["whatif"] = what_if(traces, whatif_stage, speedup, smap)
-        if baseline is not None:
-            views["comparison"] = diff(run(load([baseline]), group_by, smap), result)
-        views["split"] = _split_analysis(traces, split_by, group_by, smap)
-        page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
+    projection = None
+    if whatif_stage is not None and speedup is not None:
+        projection = Projection(whatif_stage, speedup)
+    result, traces = _analyze(
+        sources, selection, group_by, smap, split_by=split_by, projection=projection
+    )
+    views: dict[str, Any] = {}
+    if projection is not None:
+        views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
+    if baseline is not None:
+        same_engine = Selection(engine=selection.engine, scheduler=selection.scheduler)
+        before, _ = _analyze((baseline,), same_engine, group_by, smap, what="reading the baseline")
+        views["comparison"] = diff(before, result)
+    views["split"] = _split_analysis(result, split_by, group_by)
+    page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
     emit(page, output)
 
 
@@ -370,15 +402,17 @@ def check(
     Prints one PASS or FAIL line per limit with the measured value, for CI after a
     load test: hoptrace check spans.db --budget budget.toml
     """
-    from tracer.analysis import analyze as run
     from tracer.analysis import render
+    from tracer.analysis.aggregate import aggregate_columns
     from tracer.analysis.budget import check_budget, load_budget
+    from tracer.analysis.split import split_analysis
 
     limits = load_budget(budget)
     smap = selection.stage_map()
+    # One streaming pass (bounded memory, every core); with --split-by each trace's
+    # value is kept with its row.
+    whole, _ = _analyze(sources, selection, "stage", smap, split_by=split_by)
     if split_by is None:
-        # The analysis alone: the streaming path, in bounded memory, on every core.
-        whole, _ = _analyze(sources, selection, "stage", smap, keep_traces=False)
         result = check_budget(whole, limits)
         if fmt == "json":
             emit(render.dumps(render.budget_dict(result)), None)
@@ -387,18 +421,15 @@ def check(
         if not result.passed:
             sys.exit(1)
         return
-    from tracer.analysis.split import split_by as split
-
-    with busy(sources, "reading traces") as notices:
-        traces = selection.load(sources, notices)
-
     # The stages are checked against all the traces once; a value that never
     # passes through one (a cached answer, no model) gets "n/a" for its limits.
-    check_budget(run(traces, "stage", smap), limits)
-    parts = split(
-        traces,
+    check_budget(whole, limits)
+    parts = split_analysis(
+        whole,
         split_by,
-        lambda part: check_budget(run(part, "stage", smap), limits, absent_stages="skip"),
+        lambda cols, loaded, tally: check_budget(
+            aggregate_columns(cols, "stage", loaded, tally), limits, absent_stages="skip"
+        ),
     )
     if fmt == "json":
         emit(render.dumps(render.split_budget_dict(parts)), None)

@@ -191,47 +191,63 @@ def spans_from_otlp_json(obj: Any, warnings: Warnings) -> Iterator[Span]:
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         for ss in scopes if isinstance(scopes, list) else []:
             spans = ss.get("spans") if isinstance(ss, dict) else None
-            for raw in spans if isinstance(spans, list) else []:
-                span = _span_from_json(raw, service, warnings)
-                if span is not None:
-                    yield span
+            if isinstance(spans, list):
+                yield from _spans_from_json(spans, service, warnings)
 
 
-def _span_from_json(raw: Any, service: str, warnings: Warnings) -> Span | None:
-    # The fast path: a well-formed span as the SDK exporters and the Collector write it.
-    # Anything unusual falls through to the careful path below.
-    try:
-        trace_id = raw["traceId"]
-        span_id = raw["spanId"]
-        if (
-            type(trace_id) is str
-            and len(trace_id) == 32
-            and type(span_id) is str
-            and len(span_id) == 16
-            and (trace_id.islower() or trace_id.isdigit())
-            and (span_id.islower() or span_id.isdigit())
-        ):
+def _spans_from_json(raws: list[Any], service: str, warnings: Warnings) -> Iterator[Span]:
+    # The fast path: well-formed spans as the SDK exporters and the Collector write them,
+    # checked and built inline (this loop is most of the time spent reading a file).
+    # Anything unusual goes to the careful path, which gives the same span or a reason.
+    good_trace = ""  # the last trace id that passed the checks: spans come in runs
+    zeros16 = _ZEROS[16]
+    stage_key = attrs.STAGE
+    mark_attributes = _MARK_ATTRIBUTES
+    for raw in raws:
+        try:
+            trace_id = raw["traceId"]
+            span_id = raw["spanId"]
             start_ns = int(raw["startTimeUnixNano"])
             end_ns = int(raw["endTimeUnixNano"])
             kind = raw.get("kind", 0)
             parent = raw.get("parentSpanId")
             if (
-                0 < start_ns <= end_ns
+                (trace_id == good_trace or _fast_trace_id(trace_id))
+                and type(span_id) is str
+                and len(span_id) == 16
+                and (span_id.islower() or span_id.isdigit())
+                and span_id != zeros16
+                and 0 < start_ns <= end_ns
                 and type(kind) is int
                 and 0 <= kind <= 5
-                and trace_id != _ZEROS[32]
-                and span_id != _ZEROS[16]
-                and (not parent or (type(parent) is str and len(parent) == 16))
             ):
-                attributes = _attr_dict(raw.get("attributes"))
-                stage = attributes.get(attrs.STAGE)
+                good_trace = trace_id
+                if parent:
+                    if not (
+                        type(parent) is str
+                        and len(parent) == 16
+                        and (parent.islower() or parent.isdigit())
+                        and parent != zeros16
+                    ):
+                        parent = normalize_id(parent, 16) if type(parent) is str else 0
+                        if parent == 0:
+                            raise TypeError
+                else:
+                    parent = None
+                items = raw.get("attributes")
+                attributes = _attr_dict(items) if items else {}
+                stage = attributes.get(stage_key)
                 events = raw.get("events")
+                if events or mark_attributes[0] in attributes or mark_attributes[1] in attributes:
+                    first = _first_token(start_ns, events, attributes)
+                else:
+                    first = None
                 status = raw.get("status")
                 name = raw.get("name")
-                return Span(
+                yield Span(
                     trace_id,
                     span_id,
-                    normalize_id(parent, 16) if parent else None,
+                    parent,
                     service,
                     _intern(name) if type(name) is str else str(name or ""),
                     kind,
@@ -239,12 +255,31 @@ def _span_from_json(raw: Any, service: str, warnings: Warnings) -> Span | None:
                     end_ns,
                     _intern(stage) if type(stage) is str else _stage_text(stage),
                     _status_code(status.get("code", 0)) if type(status) is dict else 0,
-                    _first_token(start_ns, events, attributes),
+                    first,
                     attributes,
                 )
-    except (KeyError, TypeError, ValueError, AttributeError):
-        pass
-    return _span_from_json_careful(raw, service, warnings)
+                continue
+        except (KeyError, TypeError, ValueError, AttributeError):
+            pass
+        span = _span_from_json_careful(raw, service, warnings)
+        if span is not None:
+            yield span
+
+
+def _fast_trace_id(trace_id: Any) -> bool:
+    return (
+        type(trace_id) is str
+        and len(trace_id) == 32
+        and (trace_id.islower() or trace_id.isdigit())
+        and trace_id != _ZEROS[32]
+    )
+
+
+def _span_from_json(raw: Any, service: str, warnings: Warnings) -> Span | None:
+    """One span from OTLP JSON, or None (counted in ``warnings``)."""
+    for span in _spans_from_json([raw], service, warnings):
+        return span
+    return None
 
 
 def _stage_text(stage: Any) -> str | None:
@@ -253,22 +288,35 @@ def _stage_text(stage: Any) -> str | None:
 
 def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int | None:
     """:func:`first_token_ns` over OTLP JSON events, reading only the recognised ones."""
-    wanted: list[tuple[str, int]] = []
+    best: int | None = None
     if events and type(events) is list:
+        for e in events:
+            if type(e) is dict:
+                name = e.get("name")
+                if type(name) is str and name in _WANTED_EVENTS:
+                    if name not in _MARK_EVENTS:
+                        break  # a phase event: the general path below copies it
+                    time_ns = _event_time(e)
+                    if time_ns and (best is None or time_ns < best):
+                        best = time_ns
+        else:
+            if _MARK_ATTRIBUTES[0] not in attributes and _MARK_ATTRIBUTES[1] not in attributes:
+                return best
         wanted = [
             (e["name"], _event_time(e))
             for e in events
             if type(e) is dict and type(e.get("name")) is str and e["name"] in _WANTED_EVENTS
         ]
-    if wanted or _MARK_ATTRIBUTES[0] in attributes or _MARK_ATTRIBUTES[1] in attributes:
         return first_token_ns(start_ns, wanted, attributes)
+    if _MARK_ATTRIBUTES[0] in attributes or _MARK_ATTRIBUTES[1] in attributes:
+        return first_token_ns(start_ns, (), attributes)
     return None
 
 
 def _event_time(event: dict[str, Any]) -> int:
     try:
-        return int(event.get("timeUnixNano") or 0)
-    except (TypeError, ValueError):
+        return int(event["timeUnixNano"] or 0)
+    except (KeyError, TypeError, ValueError):
         return 0
 
 

@@ -1,0 +1,262 @@
+"""The column storage behind :class:`~tracer.analysis._table.TraceTable`: interned
+names, sparse rows, the what-if projection columns, and :class:`Columns`, the sorted
+numpy view that aggregation consumes."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from tracer.analysis.breakdown import TraceBreakdown
+
+__all__ = ["Columns", "Projected", "ProjectedColumns"]
+
+_NONE = -1  # None in an int column (times to first token and token counts are >= 0)
+
+
+class _Names:
+    """Strings (or pairs) as small ints, in order of first use."""
+
+    __slots__ = ("index", "names")
+
+    def __init__(self) -> None:
+        self.names: list = []
+        self.index: dict = {}
+
+    def of(self, name: object) -> int:
+        i = self.index.get(name)
+        if i is None:
+            i = self.index[name] = len(self.names)
+            self.names.append(name)
+        return i
+
+
+class Projected(NamedTuple):
+    """One trace's what-if projection (:class:`~tracer.analysis.whatif.Projection`)."""
+
+    after_ns: float
+    ttft: tuple[int, float] | None  # time to first token before, after
+    has_stage: bool
+    before_groups: dict[str, int]
+    after_groups: dict[str, float]
+
+
+class _Sparse:
+    """Rows of ``{name: number}``: an end offset per row into flat (name, value) arrays
+    (int values, or float ones with ``code="d"``)."""
+
+    __slots__ = ("ends", "keys", "names", "values")
+
+    def __init__(self, names: _Names, code: str = "q") -> None:
+        self.names = names
+        self.ends = array("q")
+        self.keys = array("i")
+        self.values = array(code)
+
+    def add(self, row: dict | None) -> None:
+        if row:
+            keys: list = list(map(self.names.index.get, row))  # known names: no call each
+            if None in keys:
+                of = self.names.of
+                keys = [of(k) for k in row]
+            self.keys.extend(keys)
+            self.values.extend(row.values())
+        self.ends.append(len(self.values))
+
+    def extend(self, other: _Sparse, remap: np.ndarray) -> None:
+        base = len(self.values)
+        self.ends.extend((np.frombuffer(other.ends, np.int64) + base).tolist())
+        keys = np.frombuffer(other.keys, np.int32)
+        self.keys.extend(remap[keys].tolist() if keys.size else [])
+        self.values.extend(other.values)
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row of each entry, name index of each entry, value of each entry)."""
+        ends = np.frombuffer(self.ends, np.int64) if len(self.ends) else np.zeros(0, np.int64)
+        counts = np.diff(ends, prepend=0)
+        rows = np.repeat(np.arange(ends.size), counts)
+        keys = np.frombuffer(self.keys, np.int32) if len(self.keys) else np.zeros(0, np.int32)
+        dtype = np.float64 if self.values.typecode == "d" else np.int64
+        values = np.frombuffer(self.values, dtype) if len(self.values) else np.zeros(0, dtype)
+        return rows, keys, values
+
+
+class _Projections:
+    """The what-if columns of a table's rows."""
+
+    __slots__ = ("after", "after_groups", "before_groups", "has_stage", "ttft_after", "ttft_before")
+
+    def __init__(self, names: _Names) -> None:
+        self.after = array("d")
+        self.ttft_before = array("q")
+        self.ttft_after = array("d")
+        self.has_stage = array("b")
+        self.before_groups = _Sparse(names)
+        self.after_groups = _Sparse(names, "d")
+
+    def add(self, p: Projected) -> None:
+        self.after.append(p.after_ns)
+        self.ttft_before.append(_NONE if p.ttft is None else p.ttft[0])
+        self.ttft_after.append(0.0 if p.ttft is None else p.ttft[1])
+        self.has_stage.append(p.has_stage)
+        self.before_groups.add(p.before_groups)
+        self.after_groups.add(p.after_groups)
+
+    def extend(self, other: _Projections, remap: np.ndarray) -> None:
+        for name in ("after", "ttft_before", "ttft_after", "has_stage"):
+            getattr(self, name).extend(getattr(other, name))
+        self.before_groups.extend(other.before_groups, remap)
+        self.after_groups.extend(other.after_groups, remap)
+
+
+@dataclass(frozen=True)
+class ProjectedColumns:
+    """The what-if columns, in the order of :class:`Columns`' rows (ns)."""
+
+    after_ns: np.ndarray
+    ttft_before_ns: np.ndarray  # -1: no time to first token
+    ttft_after_ns: np.ndarray
+    has_stage: np.ndarray
+    before_groups: tuple[np.ndarray, np.ndarray, np.ndarray]
+    after_groups: tuple[np.ndarray, np.ndarray, np.ndarray]
+
+    def subset(self, keep: np.ndarray, position: np.ndarray) -> ProjectedColumns:
+        """The rows ``keep`` marks; ``position`` is each kept row's new index."""
+        return ProjectedColumns(
+            self.after_ns[keep],
+            self.ttft_before_ns[keep],
+            self.ttft_after_ns[keep],
+            self.has_stage[keep],
+            _subset_sparse(self.before_groups, position),
+            _subset_sparse(self.after_groups, position),
+        )
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A table's rows as numpy arrays, sorted by start time and trace id, dropped rows
+    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes."""
+
+    ids: np.ndarray
+    start_ns: np.ndarray
+    e2e_ns: np.ndarray
+    span_count: np.ndarray
+    ttft_ns: np.ndarray
+    model_ttft_ns: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    model: np.ndarray
+    root_service: np.ndarray
+    root_name: np.ndarray
+    strings: list[str | None]
+    groups: tuple[np.ndarray, np.ndarray, np.ndarray]
+    group_names: list[str]
+    ttft_groups: tuple[np.ndarray, np.ndarray, np.ndarray]
+    hops: tuple[np.ndarray, np.ndarray, np.ndarray]
+    hop_names: list[tuple[str, str]]
+    seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    last_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Each row's ``--split-by`` value (an index into ``strings``; -1 without one).
+    split: np.ndarray | None = None
+    projected: ProjectedColumns | None = None
+
+    def __len__(self) -> int:
+        return int(self.e2e_ns.size)
+
+    def subset(self, keep: np.ndarray) -> Columns:
+        """The rows ``keep`` (a boolean per row) marks, in the same order."""
+        position = np.full(len(self), -1, np.int64)
+        position[keep] = np.arange(int(keep.sum()))
+
+        def col(a: np.ndarray) -> np.ndarray:
+            return a[keep] if a.size == keep.size else a
+
+        return Columns(
+            ids=self.ids[keep],
+            start_ns=self.start_ns[keep],
+            e2e_ns=self.e2e_ns[keep],
+            span_count=self.span_count[keep],
+            ttft_ns=self.ttft_ns[keep],
+            model_ttft_ns=self.model_ttft_ns[keep],
+            input_tokens=self.input_tokens[keep],
+            output_tokens=self.output_tokens[keep],
+            model=self.model[keep],
+            root_service=self.root_service[keep],
+            root_name=self.root_name[keep],
+            strings=self.strings,
+            groups=_subset_sparse(self.groups, position),
+            group_names=self.group_names,
+            ttft_groups=_subset_sparse(self.ttft_groups, position),
+            hops=_subset_sparse(self.hops, position),
+            hop_names=self.hop_names,
+            seq=col(self.seq),
+            last_end=col(self.last_end),
+            split=None if self.split is None else self.split[keep],
+            projected=None if self.projected is None else self.projected.subset(keep, position),
+        )
+
+    def breakdowns(self) -> Iterator[TraceBreakdown]:
+        """The rows as :class:`TraceBreakdown` objects, in order."""
+        strings = self.strings
+        groups, ttft_groups, hops = (
+            _rows(s, n, len(self))
+            for s, n in (
+                (self.groups, self.group_names),
+                (self.ttft_groups, self.group_names),
+                (self.hops, self.hop_names),
+            )
+        )
+        for r in range(len(self)):
+            ttft = int(self.ttft_ns[r])
+            yield TraceBreakdown(
+                trace_id=self.ids[r],
+                root_service=strings[self.root_service[r]],  # type: ignore[arg-type]
+                root_name=strings[self.root_name[r]],  # type: ignore[arg-type]
+                start_ns=int(self.start_ns[r]),
+                e2e_ns=int(self.e2e_ns[r]),
+                groups=groups[r],
+                hops=hops[r],
+                ttft_ns=None if ttft == _NONE else ttft,
+                ttft_groups=None if ttft == _NONE else ttft_groups[r],
+                model_ttft_ns=_opt(int(self.model_ttft_ns[r])),
+                input_tokens=_opt(int(self.input_tokens[r])),
+                output_tokens=_opt(int(self.output_tokens[r])),
+                model=strings[self.model[r]],
+                span_count=int(self.span_count[r]),
+            )
+
+
+def _subset_sparse(
+    flat: tuple[np.ndarray, np.ndarray, np.ndarray], position: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rows, keys, values = flat
+    new = position[rows]
+    mine = new >= 0
+    return new[mine], keys[mine], values[mine]
+
+
+def _rows(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list, n: int) -> list[dict]:
+    out: list[dict] = [{} for _ in range(n)]
+    for r, k, v in zip(*(a.tolist() for a in flat), strict=True):
+        out[r][names[k]] = v
+    return out
+
+
+def _npd(col: array) -> np.ndarray:
+    return np.frombuffer(col, np.float64) if len(col) else np.zeros(0, np.float64)
+
+
+def _opt(value: int) -> int | None:
+    return None if value == _NONE else value
+
+
+def _np(col: array) -> np.ndarray:
+    return np.frombuffer(col, np.int64) if len(col) else np.zeros(0, np.int64)
+
+
+def _np32(col: array) -> np.ndarray:
+    return np.frombuffer(col, np.int32) if len(col) else np.zeros(0, np.int32)
