@@ -145,3 +145,9 @@ def test_past_the_limit_the_tail_keeps_the_traces_in_the_p90_bucket():
     assert sketched.sketched and sketched.e2e.p90 > sketched.e2e.max  # the bucket's value
     for got, want in zip(sketched.groups, exact.groups, strict=True):
         assert got.tail_share == pytest.approx(want.tail_share) and want.tail_share > 0
+
+
+def test_a_limit_of_odd_digits_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("HOPTRACE_EXACT_TRACES", "²")  # str.isdigit says yes, int() no
+    with pytest.raises(ConfigError, match="HOPTRACE_EXACT_TRACES must be a positive"):
+        exact_traces()

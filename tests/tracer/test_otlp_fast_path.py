@@ -144,3 +144,17 @@ def test_fast_path_equals_careful_path_for_any_span_dicts(raws):
     assert fast == careful
     assert [type(s.kind) for s in fast] == [type(s.kind) for s in careful]
     assert fast_warnings == careful_warnings
+
+
+def test_a_kind_of_odd_digits_reads_as_unspecified():
+    # "²" is a digit to str.isdigit but not to int(): it must not stop the loader.
+    raw = {
+        "traceId": "a" * 32,
+        "spanId": "b" * 16,
+        "startTimeUnixNano": 1,
+        "endTimeUnixNano": 2,
+        "kind": "²",
+    }
+    warnings = Warnings()
+    (span,) = _spans_from_json([raw], "svc", warnings)
+    assert span.kind == 0

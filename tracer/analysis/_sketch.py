@@ -60,7 +60,7 @@ def exact_traces(value: int | None = None) -> int:
     setting = os.environ.get("HOPTRACE_EXACT_TRACES", "").strip().replace("_", "")
     if not setting:
         return EXACT_TRACES
-    if not setting.isdigit() or int(setting) < 1:
+    if not setting.isdecimal() or int(setting) < 1:
         raise ConfigError(
             f"HOPTRACE_EXACT_TRACES must be a positive number of traces, got {setting!r}"
         )
