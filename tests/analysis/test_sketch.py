@@ -131,3 +131,23 @@ def test_cli_notes_the_sketch_and_rejects_a_bad_limit(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "hoptrace: error: HOPTRACE_EXACT_TRACES must be a positive number of traces, got '-3'"
     ]
+
+
+def test_past_the_limit_the_tail_keeps_the_traces_in_the_p90_bucket():
+    # Every trace takes 1604 ms: the sketched P90 is its bucket's value, about 1% above
+    # 1604. The tail must still hold the traces of that bucket, not none of them.
+    ms = {k: v * 1604 / 1600 for k, v in SEED_MS.items()}
+    traces = TraceSet()
+    for i in range(30):
+        traces.add(chain_trace(f"{i + 1:032x}", T0 + i * 900 * MS, ms, model_ttft_ms=90.0))
+    exact = analyze(traces)
+    sketched = analyze(traces, exact_traces=1)
+    assert sketched.sketched and sketched.e2e.p90 > sketched.e2e.max  # the bucket's value
+    for got, want in zip(sketched.groups, exact.groups, strict=True):
+        assert got.tail_share == pytest.approx(want.tail_share) and want.tail_share > 0
+
+
+def test_a_limit_of_odd_digits_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("HOPTRACE_EXACT_TRACES", "²")  # str.isdigit says yes, int() no
+    with pytest.raises(ConfigError, match="HOPTRACE_EXACT_TRACES must be a positive"):
+        exact_traces()

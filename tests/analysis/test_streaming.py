@@ -128,6 +128,13 @@ def test_a_bad_window_is_a_config_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HOPTRACE_WINDOW_SPANS", "lots")
     with pytest.raises(ConfigError, match="HOPTRACE_WINDOW_SPANS must be a positive"):
         analyze_sources([str(path)])
+    monkeypatch.setenv("HOPTRACE_WINDOW_SPANS", "²")  # a digit to str.isdigit, not to int()
+    with pytest.raises(ConfigError, match="HOPTRACE_WINDOW_SPANS must be a positive"):
+        analyze_sources([str(path)])
+    monkeypatch.setenv("HOPTRACE_WINDOW_SPANS", "3")
+    monkeypatch.setenv("HOPTRACE_WORKERS", "²")
+    with pytest.raises(ConfigError, match="HOPTRACE_WORKERS must be a positive"):
+        analyze_sources([str(path)])
 
 
 def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):

@@ -49,7 +49,7 @@ Range = tuple[int, str, int, int]
 
 def _min_bytes() -> int:
     setting = os.environ.get("HOPTRACE_PARALLEL_MIN_BYTES", "").strip()
-    return int(setting) if setting.isdigit() else MIN_BYTES
+    return int(setting) if setting.isdecimal() else MIN_BYTES
 
 
 def eligible(paths: Sequence[Path], min_bytes: int | None = None) -> bool:

@@ -46,7 +46,7 @@ def workers(value: int | None = None) -> int:
         return value if "fork" in multiprocessing.get_all_start_methods() else 1
     setting = os.environ.get("HOPTRACE_WORKERS", "").strip()
     if setting:
-        count = int(setting) if setting.isdigit() else 0
+        count = int(setting) if setting.isdecimal() else 0
         if count < 1:
             raise ConfigError(f"HOPTRACE_WORKERS must be a positive integer, got {setting!r}")
         return count

@@ -6,7 +6,8 @@ interpolation). Past it, the percentile columns (end-to-end, TTFT, each group, e
 hop, the what-if's before and after) come from a DDSketch with relative accuracy
 :data:`RELATIVE_ACCURACY`: each reported percentile is within 1% of the value of a
 sample at that rank. Shares, means, totals, minimums and maximums stay exact (sums); the
-tail share is an exact sum over the traces at or above the sketched P90.
+tail share is an exact sum over the traces at or above the sketched P90 (all of the
+P90's bucket: its value may lie above every trace in it).
 
 A :class:`Sketch` merges with another (bucket counts add up), so sketches of separate
 partitions, files or worker processes give the sketch of the whole; they pickle for
@@ -34,6 +35,7 @@ __all__ = [
     "exact_traces",
     "percentiles",
     "sketch_note",
+    "tail",
 ]
 
 #: Traces up to which percentiles are exact.
@@ -58,7 +60,7 @@ def exact_traces(value: int | None = None) -> int:
     setting = os.environ.get("HOPTRACE_EXACT_TRACES", "").strip().replace("_", "")
     if not setting:
         return EXACT_TRACES
-    if not setting.isdigit() or int(setting) < 1:
+    if not setting.isdecimal() or int(setting) < 1:
         raise ConfigError(
             f"HOPTRACE_EXACT_TRACES must be a positive number of traces, got {setting!r}"
         )
@@ -127,3 +129,18 @@ def percentiles(values: np.ndarray, qs: Sequence[float], sketched: bool) -> list
         return [float(v) for v in np.percentile(values, list(qs))]
     sketch = Sketch.of(values)
     return [sketch.quantile(q / 100) for q in qs]
+
+
+def tail(values: np.ndarray, sketched: bool) -> np.ndarray:
+    """Which ``values`` are at or above their P90: exact, or, when ``sketched``, every
+    value in the sketched P90's bucket or above (the bucket's value, up to 1% above its
+    members, may lie above all of them)."""
+    if not sketched:
+        return values >= np.percentile(values, 90)
+    p90 = Sketch.of(values).quantile(0.9)
+    if p90 <= 0:
+        return np.ones(values.shape, dtype=bool)
+    key = math.ceil(math.log2(p90) * _MULTIPLIER)
+    with np.errstate(divide="ignore"):
+        keys = np.ceil(np.log2(np.maximum(values, 0.0)) * _MULTIPLIER)
+    return keys >= key

@@ -67,7 +67,7 @@ def window_spans(value: int | None = None) -> int:
     setting = os.environ.get("HOPTRACE_WINDOW_SPANS", "").strip()
     if not setting:
         return WINDOW_SPANS
-    if not setting.isdigit() or int(setting) < 1:
+    if not setting.isdecimal() or int(setting) < 1:
         raise ConfigError(
             f"HOPTRACE_WINDOW_SPANS must be a positive number of spans, got {setting!r}"
         )

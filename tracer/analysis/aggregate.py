@@ -11,6 +11,7 @@ from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis._parallel import gc_paused
 from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._sketch import percentiles, sketch_note
+from tracer.analysis._sketch import tail as tail_of
 from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
@@ -247,7 +248,7 @@ def aggregate_columns(
     e2e = cols.e2e_ns.astype(float) / NS_PER_MS
     rows, keys, values = cols.groups
     present = sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k])
-    tail = e2e >= percentiles(e2e, (90,), sketched)[0]
+    tail = tail_of(e2e, sketched)
     with_ttft = cols.ttft_ns != _NONE
     t_rows, t_keys, t_values = cols.ttft_groups
     ttft_sum = int(cols.ttft_ns[with_ttft].sum())
@@ -350,7 +351,7 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
     ttft_sum = int(cols.ttft_ns[cols.ttft_ns != _NONE].sum())
     ttft_share = int(t_values[wanted[t_keys]].sum()) / ttft_sum if ttft_sum > 0 else None
     sketched = analysis.sketched
-    tail = e2e >= percentiles(e2e, (90,), sketched)[0]
+    tail = tail_of(e2e, sketched)
     return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share, sketched)
 
 

@@ -36,7 +36,7 @@ def kind_from_name(value: Any) -> int:
     if isinstance(value, int) and 0 <= value <= 5:
         return value
     if isinstance(value, str):
-        if value.isdigit():
+        if value.isdecimal():
             return kind_from_name(int(value))
         return _KIND_NAMES.get(value.lower(), KIND_UNSPECIFIED)
     return KIND_UNSPECIFIED

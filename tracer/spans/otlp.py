@@ -195,11 +195,16 @@ def spans_from_otlp_json(obj: Any, warnings: Warnings) -> Iterator[Span]:
                 yield from _spans_from_json(spans, service, warnings)
 
 
+_NO_TRACE = object()
+
+
 def _spans_from_json(raws: list[Any], service: str, warnings: Warnings) -> Iterator[Span]:
     # The fast path: well-formed spans as the SDK exporters and the Collector write them,
     # checked and built inline (this loop is most of the time spent reading a file).
     # Anything unusual goes to the careful path, which gives the same span or a reason.
-    good_trace = ""  # the last trace id that passed the checks: spans come in runs
+    # The last trace id that passed the checks (spans come in runs); until one has, a
+    # value no trace id equals (an empty or missing id must not pass unchecked).
+    good_trace: object = _NO_TRACE
     zeros16 = _ZEROS[16]
     stage_key = attrs.STAGE
     mark_attributes = _MARK_ATTRIBUTES
