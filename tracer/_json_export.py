@@ -174,7 +174,7 @@ class JsonSpanExporter(SpanExporter):
                     )
                     return SpanExportResult.FAILURE
                 after = resp.headers.get("retry-after", "")
-                wait = float(after) if after.replace(".", "", 1).isdigit() else None
+                wait = _retry_after(after)
             except httpx.HTTPError as exc:
                 self._log_once(
                     type(exc).__name__,
@@ -195,3 +195,13 @@ class JsonSpanExporter(SpanExporter):
         """Stop retrying and close the connection."""
         self._shutdown.set()
         self._client.close()
+
+
+def _retry_after(value: str) -> float | None:
+    """Seconds in a ``Retry-After`` header given as a number, else None (an HTTP date,
+    or anything unreadable: the exporter's own backoff applies)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None

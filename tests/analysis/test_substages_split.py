@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -196,3 +198,13 @@ def test_an_output_file_that_cannot_be_written_is_one_line(engine_file, tmp_path
     done = hoptrace("analyze", str(engine_file), "-o", str(tmp_path / "missing" / "x.txt"))
     assert done.returncode == 2
     assert "cannot write" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("speedup", ["1e-300", "nan", "0.0001"])
+def test_whatif_refuses_a_speedup_that_would_overflow_or_mean_nothing(engine_file, speedup):
+    done = hoptrace("whatif", str(engine_file), "--stage", "inference", "--speedup", speedup)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "speedup must be" in done.stderr and "Traceback" not in done.stderr
+    slower = hoptrace("whatif", str(engine_file), "--stage", "inference", "--speedup", "0.5")
+    assert slower.returncode == 0
+    assert re.search(r"\b(inf|nan)\b", slower.stdout.lower()) is None

@@ -129,3 +129,22 @@ def test_setup_with_http_json_reaches_a_real_collector(tmp_path):
         provider.shutdown()
         stored = list(collector.store.iter_spans())
     assert [(s.name, s.attributes["k"]) for s in stored] == [("hello", 3)]
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("2", 2.0),
+        ("0.5", 0.5),
+        ("²", None),
+        ("nan", None),
+        ("inf", None),
+        ("-1", None),
+        ("Wed, 21 Oct 2026 07:28:00 GMT", None),
+        ("", None),
+    ],
+)
+def test_retry_after_header_is_read_or_ignored_never_raised(header, expected):
+    from tracer._json_export import _retry_after
+
+    assert _retry_after(header) == expected

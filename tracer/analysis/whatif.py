@@ -31,6 +31,9 @@ from tracer.spans.model import Warnings
 
 __all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if"]
 
+#: The smallest speedup asked about: a stage 1000 times slower.
+MIN_SPEEDUP = 0.001
+
 
 @dataclass(frozen=True, slots=True)
 class WhatIf:
@@ -189,6 +192,13 @@ class Projection:
     def __post_init__(self) -> None:
         if not self.speedup > 0:
             raise ConfigError(f"speedup must be a positive number, got {self.speedup!r}")
+        if self.speedup < MIN_SPEEDUP:
+            # Slower is a fair question (0.5: twice as slow); a thousand times slower is
+            # the most that keeps nanosecond sums far from overflowing into inf.
+            raise ConfigError(
+                f"speedup must be at least {MIN_SPEEDUP} (a stage 1000 times slower), "
+                f"got {self.speedup!r}"
+            )
 
     def __call__(self, trace: PreparedTrace) -> Projected:
         """The trace's retimed end-to-end time, TTFT and stage times."""
