@@ -51,8 +51,47 @@ def _value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
+#: Encoded ``{"key": ..., "value": ...}`` pairs by (key, type, value): most attribute
+#: values repeat from span to span (method, route, stage, model, status), and orjson
+#: writes a shared dict as fast as a new one. Cleared when it grows past the limit.
+_PAIR_CACHE: dict[tuple[str, type, Any], dict[str, Any]] = {}
+_PAIR_CACHE_LIMIT = 4096
+_CACHED_TYPES = frozenset((str, bool, int, float))
+
+
+def _pair(key: str, value: Any) -> dict[str, Any]:
+    kind = type(value)
+    if kind not in _CACHED_TYPES:  # lists, tuples, bytes: built each time
+        return {"key": key, "value": _value(value)}
+    cache_key = (key, kind, value)  # the type keeps True, 1 and 1.0 apart
+    pair = _PAIR_CACHE.get(cache_key)
+    if pair is None:
+        if len(_PAIR_CACHE) >= _PAIR_CACHE_LIMIT:
+            _PAIR_CACHE.clear()
+        pair = _PAIR_CACHE[cache_key] = {"key": key, "value": _value(value)}
+    return pair
+
+
+def _items(attrs: Mapping[str, Any] | None) -> Any:
+    """The attributes' items; the SDK's ``BoundedAttributes`` keeps a plain dict, whose
+    items iterate without a Python-level ``__getitem__`` call per key (a third of the
+    encoder's time with the ``Mapping`` protocol). Read only; any other mapping is
+    iterated as a mapping."""
+    if not attrs:
+        return ()
+    inner = getattr(attrs, "_dict", None)
+    return inner.items() if type(inner) is dict else attrs.items()
+
+
+def _span_items(span: ReadableSpan) -> Any:
+    # ``ReadableSpan.attributes`` wraps the BoundedAttributes in a MappingProxyType,
+    # which hides its dict: take the span's own reference when it has one.
+    raw = getattr(span, "_attributes", None)
+    return _items(raw) if raw is not None else _items(span.attributes)
+
+
 def _attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in (attrs or {}).items()]
+    return [_pair(k, v) for k, v in _items(attrs)]
 
 
 def _span(span: ReadableSpan) -> dict[str, Any]:
@@ -64,27 +103,30 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
         "kind": span.kind.value + 1,  # the SDK counts from INTERNAL = 0, OTLP from 1
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
-        "attributes": _attributes(span.attributes),
+        "attributes": [_pair(k, v) for k, v in _span_items(span)],
     }
-    if span.parent is not None:
-        out["parentSpanId"] = format(span.parent.span_id, "016x")
-    if span.events:
+    parent = span.parent
+    if parent is not None:
+        out["parentSpanId"] = format(parent.span_id, "016x")
+    events = span.events
+    if events:
         out["events"] = [
             {
                 "name": e.name,
                 "timeUnixNano": str(e.timestamp),
                 "attributes": _attributes(e.attributes),
             }
-            for e in span.events
+            for e in events
         ]
-    if span.links:
+    links = span.links
+    if links:
         out["links"] = [
             {
                 "traceId": format(link.context.trace_id, "032x"),
                 "spanId": format(link.context.span_id, "016x"),
                 "attributes": _attributes(link.attributes),
             }
-            for link in span.links
+            for link in links
         ]
     status = span.status
     if status.status_code.value:
