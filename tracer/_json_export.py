@@ -21,13 +21,15 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from tracer._batch import Snapshot
 
 __all__ = ["JsonSpanExporter"]
 
@@ -53,15 +55,18 @@ def _value(value: Any) -> dict[str, Any]:
 
 #: Encoded ``{"key": ..., "value": ...}`` pairs by (key, type, value): most attribute
 #: values repeat from span to span (method, route, stage, model, status), and orjson
-#: writes a shared dict as fast as a new one. Cleared when it grows past the limit.
+#: writes a shared dict as fast as a new one. Floats are left out: they are measured
+#: durations, new every time, and would only churn the cache (and the garbage
+#: collector's oldest generation, where long-lived entries end up). Cleared when it
+#: grows past the limit.
 _PAIR_CACHE: dict[tuple[str, type, Any], dict[str, Any]] = {}
 _PAIR_CACHE_LIMIT = 4096
-_CACHED_TYPES = frozenset((str, bool, int, float))
+_CACHED_TYPES = frozenset((str, bool, int))
 
 
 def _pair(key: str, value: Any) -> dict[str, Any]:
     kind = type(value)
-    if kind not in _CACHED_TYPES:  # lists, tuples, bytes: built each time
+    if kind not in _CACHED_TYPES:  # floats, lists, tuples, bytes: built each time
         return {"key": key, "value": _value(value)}
     cache_key = (key, kind, value)  # the type keeps True, 1 and 1.0 apart
     pair = _PAIR_CACHE.get(cache_key)
@@ -146,6 +151,75 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
         scope = span.instrumentation_scope
         key = (scope.name, scope.version) if scope is not None else ("", None)
         entry[1].setdefault(key, []).append(_span(span))
+    return _body(by_resource.values())
+
+
+def _read_pairs(item: Snapshot, i: int) -> tuple[list[dict[str, Any]], int]:
+    """The encoded attributes at ``item[i]`` (count, keys, values) and the index after."""
+    n = item[i]
+    i += 1
+    return [_pair(item[i + j], item[i + n + j]) for j in range(n)], i + 2 * n
+
+
+def _snapshot_span(item: Snapshot) -> dict[str, Any]:
+    parent_id, code, message = item[2], item[7], item[8]
+    attributes, i = _read_pairs(item, 12)
+    out: dict[str, Any] = {
+        "traceId": format(item[0], "032x"),
+        "spanId": format(item[1], "016x"),
+        "name": item[3],
+        "kind": item[4],
+        "startTimeUnixNano": str(item[5]),
+        "endTimeUnixNano": str(item[6]),
+        "attributes": attributes,
+    }
+    if parent_id is not None:
+        out["parentSpanId"] = format(parent_id, "016x")
+    count = item[i]
+    i += 1
+    if count:
+        events = out["events"] = []
+        for _ in range(count):
+            name, time_ns = item[i], item[i + 1]
+            pairs, i = _read_pairs(item, i + 2)
+            events.append({"name": name, "timeUnixNano": str(time_ns), "attributes": pairs})
+    count = item[i]
+    i += 1
+    if count:
+        links = out["links"] = []
+        for _ in range(count):
+            trace_id, span_id = item[i], item[i + 1]
+            pairs, i = _read_pairs(item, i + 2)
+            links.append(
+                {
+                    "traceId": format(trace_id, "032x"),
+                    "spanId": format(span_id, "016x"),
+                    "attributes": pairs,
+                }
+            )
+    if code:
+        out["status"] = {"code": code}
+        if message:
+            out["status"]["message"] = message
+    return out
+
+
+def encode_snapshots(items: Sequence[Snapshot], resources: Mapping[int, Any]) -> bytes:
+    """:func:`encode` for span snapshots (``tracer._batch``); ``resources`` maps each
+    snapshot's resource key to its resource."""
+    by_resource: dict[int, tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]] = {}
+    for item in items:
+        key = item[9]
+        entry = by_resource.get(key)
+        if entry is None:
+            entry = by_resource[key] = (resources[key], {})
+        entry[1].setdefault((item[10], item[11]), []).append(_snapshot_span(item))
+    return _body(by_resource.values())
+
+
+def _body(
+    groups: Iterable[tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]],
+) -> bytes:
     body = {
         "resourceSpans": [
             {
@@ -158,7 +232,7 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
                     for (name, version), encoded in scopes.items()
                 ],
             }
-            for resource, scopes in by_resource.values()
+            for resource, scopes in groups
         ]
     }
     return orjson.dumps(body)
@@ -199,6 +273,22 @@ class JsonSpanExporter(SpanExporter):
         except Exception:  # noqa: BLE001 - telemetry never breaks the app
             self._log_once("encode", "hoptrace: could not encode spans", exc_info=True)
             return SpanExportResult.FAILURE
+        return self._send(body)
+
+    def export_snapshots(
+        self, items: Sequence[Snapshot], resources: Mapping[int, Any]
+    ) -> SpanExportResult:
+        """Send one batch of span snapshots (from ``tracer._batch``)."""
+        if self._shutdown.is_set():
+            return SpanExportResult.FAILURE
+        try:
+            body = encode_snapshots(items, resources)
+        except Exception:  # noqa: BLE001 - telemetry never breaks the app
+            self._log_once("encode", "hoptrace: could not encode spans", exc_info=True)
+            return SpanExportResult.FAILURE
+        return self._send(body)
+
+    def _send(self, body: bytes) -> SpanExportResult:
         deadline = time.monotonic() + self._timeout_s
         delay = 0.5
         while True:

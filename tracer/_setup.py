@@ -13,7 +13,7 @@ variable                                        keyword              default
 ``OTEL_EXPORTER_OTLP_PROTOCOL``                                      (or ``http/json``, ``grpc``)
 ``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``          parentbased_always_on
 ``OTEL_SDK_DISABLED``                           ``disabled``         false
-``OTEL_BSP_*``                                  (the SDK reads them)
+``OTEL_BSP_*``                                  (the batch processor reads them)
 ==============================================  ===================  =========================
 """
 
@@ -166,7 +166,16 @@ def setup(
         resource = Resource.create(attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
         provider = TracerProvider(resource=resource, sampler=sampler)
-        processor = BatchSpanProcessor(span_exporter)
+        from tracer._batch import SnapshotBatchProcessor
+        from tracer._json_export import JsonSpanExporter
+
+        processor: SpanProcessor
+        if isinstance(span_exporter, JsonSpanExporter):
+            # Snapshots instead of ReadableSpans in the queue: the garbage collector's
+            # full collections stay rare (tracer/_batch.py, docs/overhead.md).
+            processor = SnapshotBatchProcessor(span_exporter)
+        else:
+            processor = BatchSpanProcessor(span_exporter)
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
         if trace.get_tracer_provider() is not provider:
