@@ -20,7 +20,7 @@ import functools
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -232,18 +232,64 @@ def _stream_types(module: ModuleType) -> tuple[type, type]:
     )
 
 
-def _wrap_response(response: Any, module: ModuleType) -> Any:
+def _wrap_response(response: Any, module: ModuleType, is_async: bool) -> Any:
     if not isinstance(response, module.Response):
         return response
     holder = response.extensions.pop(_EXT_KEY, None)
     if holder is None:
         return response
     traced, traced_async = _stream_types(module)
-    if isinstance(response.stream, module.AsyncByteStream):
+    # By the client, not the stream: httpx.ByteStream (mock transports) is both kinds.
+    if is_async:
         response.stream = traced_async(response.stream, holder)
     else:
         response.stream = traced(response.stream, holder)
     return response
+
+
+class _LazyHeaders(Mapping[str, list[str]]):
+    """The instrumentation's normalised headers, computed only when something reads
+    them. ``get_custom_header_attributes`` reads them only when header capture is on;
+    otherwise turning every header into a list (with comma splitting) was a quarter of
+    the httpx instrumentation's time, on every request and response."""
+
+    __slots__ = ("_args", "_done", "_normalize")
+
+    def __init__(self, normalize: Any, args: tuple[Any, ...]):
+        self._normalize = normalize
+        self._args = args
+        self._done: dict[str, list[str]] | None = None
+
+    def _get(self) -> dict[str, list[str]]:
+        if self._done is None:
+            self._done = self._normalize(*self._args)
+        return self._done
+
+    def __bool__(self) -> bool:  # as the dict would be: no headers, no entries
+        return bool(self._args[0])
+
+    def __getitem__(self, key: str) -> list[str]:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _lazy_header_normalisation(otel_httpx: ModuleType) -> None:
+    """Make opentelemetry-instrumentation-httpx normalise headers only when it uses
+    them (once per process; the spans and their attributes stay the same)."""
+    normalize = getattr(otel_httpx, "_normalize_headers", None)
+    if normalize is None or getattr(normalize, "_hoptrace_lazy", False):
+        return
+
+    def lazy_normalize_headers(*args: Any) -> Mapping[str, list[str]]:
+        return _LazyHeaders(normalize, args)
+
+    lazy_normalize_headers._hoptrace_lazy = True  # type: ignore[attr-defined]
+    setattr(otel_httpx, "_normalize_headers", lazy_normalize_headers)  # noqa: B010
 
 
 def _library(client: Any) -> ModuleType | None:
@@ -290,6 +336,7 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
     instrumentor = getattr(otel_httpx, name, None)
     if instrumentor is None:  # HTTPX2ClientInstrumentor came in 0.65b0
         raise ImportError("httpx2 clients need opentelemetry-instrumentation-httpx>=0.65b0")
+    _lazy_header_normalisation(otel_httpx)
     is_async = isinstance(client, module.AsyncClient)
     instrumentor.instrument_client(
         client,  # type: ignore[arg-type]  # typed for httpx, works for httpx2 too
@@ -303,13 +350,13 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
         if is_async:
 
             async def async_outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(await wrapped(*args, **kwargs), module)
+                return _wrap_response(await wrapped(*args, **kwargs), module, True)
 
             wrap_function_wrapper(transport, "handle_async_request", async_outer)
         else:
 
             def outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(wrapped(*args, **kwargs), module)
+                return _wrap_response(wrapped(*args, **kwargs), module, False)
 
             wrap_function_wrapper(transport, "handle_request", outer)
     return client
