@@ -80,17 +80,32 @@ def _env_int(name: str) -> int:
         return _DEFAULTS[name]
 
 
-def _add_attributes(out: list[Any], attrs: Any) -> None:
-    """Append the count, the keys and the values (the SDK's BoundedAttributes keep a
-    dict inside; any mapping works)."""
+def _attribute_dict(attrs: Any) -> dict[str, Any]:
+    """The attributes as a dict (the SDK's BoundedAttributes keep one inside; any
+    mapping works)."""
     if not attrs:
-        out.append(0)
-        return
+        return {}
     inner = getattr(attrs, "_dict", None)
-    d = inner if type(inner) is dict else dict(attrs)
-    out.append(len(d))
-    out.extend(d)
-    out.extend(d.values())
+    return inner if type(inner) is dict else dict(attrs)
+
+
+def _extras(span: ReadableSpan) -> tuple[Any, ...]:
+    """The events and links part of a snapshot."""
+    out: list[Any] = []
+    events = span.events
+    out.append(len(events))
+    for event in events:
+        d = _attribute_dict(event.attributes)
+        out.extend((event.name, event.timestamp, len(d), *d, *d.values()))
+    links = span.links
+    out.append(len(links))
+    for link in links:
+        d = _attribute_dict(link.attributes)
+        out.extend((link.context.trace_id, link.context.span_id, len(d), *d, *d.values()))
+    return tuple(out)
+
+
+_NO_EXTRAS = (0, 0)
 
 
 def snapshot(span: ReadableSpan, resource_key: int) -> Snapshot:
@@ -101,7 +116,12 @@ def snapshot(span: ReadableSpan, resource_key: int) -> Snapshot:
     parent = span.parent
     status = span.status
     scope = span.instrumentation_scope
-    out: list[Any] = [
+    # The span's own attribute object: ReadableSpan.attributes wraps it in a proxy.
+    raw = getattr(span, "_attributes", None)
+    d = _attribute_dict(raw if raw is not None else span.attributes)
+    # Events and links are rare (the first-token mark): read them only when present.
+    extras = _extras(span) if span.events or span.links else _NO_EXTRAS
+    return (
         ctx.trace_id,
         ctx.span_id,
         parent.span_id if parent is not None else None,
@@ -114,23 +134,11 @@ def snapshot(span: ReadableSpan, resource_key: int) -> Snapshot:
         resource_key,
         scope.name if scope is not None else "",
         scope.version if scope is not None else None,
-    ]
-    # The span's own attribute object: ReadableSpan.attributes wraps it in a proxy.
-    raw = getattr(span, "_attributes", None)
-    _add_attributes(out, raw if raw is not None else span.attributes)
-    events = span.events
-    out.append(len(events))
-    for event in events:
-        out.append(event.name)
-        out.append(event.timestamp)
-        _add_attributes(out, event.attributes)
-    links = span.links
-    out.append(len(links))
-    for link in links:
-        out.append(link.context.trace_id)
-        out.append(link.context.span_id)
-        _add_attributes(out, link.attributes)
-    return tuple(out)
+        len(d),
+        *d,
+        *d.values(),
+        *extras,
+    )
 
 
 class SnapshotBatchProcessor(SpanProcessor):
