@@ -76,8 +76,10 @@ def main() -> None:
     parser.add_argument("--py-spy", dest="py_spy", default=None, help="record profiles here")
     parser.add_argument("--spy-requests", type=int, default=1500)
     args = parser.parse_args()
-    # Export within the run (a batch left over would be counted in the next run).
-    env = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
+    # The SDK's default batching (512 spans or 5 s), as chain_overhead.py: how long
+    # spans wait in the queue decides how much of them the garbage collector sees. A
+    # batch left at the end of one run is exported, and counted, in the next run.
+    env = {"OTEL_BSP_SCHEDULE_DELAY": "5000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512"}
     with (
         tempfile.TemporaryDirectory(prefix="hoptrace-cpu-") as tmp,
         ack_receiver() as endpoint,

@@ -5,8 +5,8 @@ graph of about ten containers (the span, its ``BoundedAttributes`` and their dic
 events, contexts) that waits up to ``OTEL_BSP_SCHEDULE_DELAY`` or a full batch in the
 queue. That is long enough for the garbage collector to move it into its oldest
 generation, and what is moved there triggers full collections, which walk every object
-of the service (100-170 ms each in the demo services; docs/overhead.md): traced, the
-demo chain spent about 0.7 ms of CPU per request in them, untraced nearly nothing.
+of the service (35-60 ms of CPU each in the demo services; docs/overhead.md): traced,
+the demo chain's collections took 0.37 ms of CPU per request more than untraced.
 
 This processor queues a *snapshot* instead: one flat tuple of ints and strings (the
 resource by a small key). A tuple that holds only such values is untracked by the

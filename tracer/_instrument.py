@@ -100,6 +100,8 @@ class _OnceSetTracer:
     same order, for 40% less of the span's attribute work. Only with the SDK's own
     samplers, none of which reads the attributes it is shown; any other sampler sees
     them as before. A test compares the two spans (tests/tracer/test_server_span.py).
+    A span processor's ``on_start`` sees the server span before those attributes
+    arrive (the SDK's own processors do nothing there).
     """
 
     def __init__(self, tracer: Tracer):

@@ -130,12 +130,14 @@ def setup(
         endpoint: OTLP base URL (else the ``OTEL_EXPORTER_OTLP_*`` variables, else the
             embedded collector on 127.0.0.1:4318).
         protocol: ``http/protobuf`` (default), ``http/json`` (hoptrace's own exporter:
-            about a fifth of the protobuf encoder's CPU a span) or ``grpc``.
+            about a ninth of the protobuf encoder's CPU a span, and queued spans the
+            garbage collector does not walk; docs/overhead.md) or ``grpc``.
         headers: extra export headers, e.g. ``{"authorization": "Bearer ..."}``.
         sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
         resource_attributes: more resource attributes.
-        exporter: use this exporter instead of OTLP (spans still go through a
-            BatchSpanProcessor).
+        exporter: use this exporter instead of OTLP (spans still go through a batch
+            processor: ``tracer._batch``'s for a ``JsonSpanExporter``, the SDK's
+            ``BatchSpanProcessor`` for any other).
         disabled: install a no-op provider (else ``OTEL_SDK_DISABLED``).
 
     Returns:
