@@ -176,16 +176,3 @@ def test_the_otel_bsp_variables_set_the_batching(monkeypatch):
 def test_bad_batching_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="must be"):
         SnapshotBatchProcessor(_Recorder(), **kwargs)
-
-
-def test_setup_with_http_json_queues_snapshots(monkeypatch):
-    import tracer
-    from tracer import _setup
-
-    tracer.shutdown()
-    provider = tracer.setup("svc", protocol="http/json", endpoint="http://127.0.0.1:9")
-    try:
-        processors = provider._active_span_processor._span_processors  # type: ignore[attr-defined]
-        assert any(isinstance(p, SnapshotBatchProcessor) for p in processors)
-    finally:
-        _setup._provider = None  # leave the global provider; drop ours without exporting
