@@ -20,7 +20,7 @@ import functools
 import logging
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -78,6 +78,7 @@ def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any
             span.set_attribute(attrs.STAGE, stage)
 
     options: dict[str, Any] = {
+        "tracer_provider": _OnceSetProvider(kwargs.pop("tracer_provider", None)),
         "server_request_hook": server_request_hook,
         "exclude_spans": ["send", "receive"],
         "http_capture_headers_sanitize_fields": SENSITIVE_HEADERS,
@@ -85,6 +86,45 @@ def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any
     options.update(kwargs)
     FastAPIInstrumentor.instrument_app(app, **options)
     return app
+
+
+_SDK_SAMPLERS = "opentelemetry.sdk.trace.sampling"
+
+
+class _OnceSetTracer:
+    """The ASGI instrumentation's tracer, minus one redundant step.
+
+    The instrumentation starts the server span with its request attributes and, as soon
+    as the span records, sets every one of them again, one call each (0.66b0). Started
+    without them, the span gets each once, from that loop: the same attributes in the
+    same order, for 40% less of the span's attribute work. Only with the SDK's own
+    samplers, none of which reads the attributes it is shown; any other sampler sees
+    them as before. A test compares the two spans (tests/tracer/test_server_span.py).
+    A span processor's ``on_start`` sees the server span before those attributes
+    arrive (the SDK's own processors do nothing there).
+    """
+
+    def __init__(self, tracer: Tracer):
+        self._tracer = tracer
+        sampler = getattr(tracer, "sampler", None)
+        self._strip = type(sampler).__module__ == _SDK_SAMPLERS
+
+    def start_span(self, name: str, context: Any = None, *args: Any, **kwargs: Any) -> Span:
+        if self._strip and kwargs.get("attributes"):
+            kwargs["attributes"] = None
+        return self._tracer.start_span(name, context, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tracer, name)
+
+
+class _OnceSetProvider:
+    def __init__(self, provider: TracerProvider | None):
+        self._provider = provider
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> _OnceSetTracer:
+        provider = self._provider or trace.get_tracer_provider()
+        return _OnceSetTracer(provider.get_tracer(*args, **kwargs))
 
 
 class _DeferredEndTracer:
@@ -232,18 +272,64 @@ def _stream_types(module: ModuleType) -> tuple[type, type]:
     )
 
 
-def _wrap_response(response: Any, module: ModuleType) -> Any:
+def _wrap_response(response: Any, module: ModuleType, is_async: bool) -> Any:
     if not isinstance(response, module.Response):
         return response
     holder = response.extensions.pop(_EXT_KEY, None)
     if holder is None:
         return response
     traced, traced_async = _stream_types(module)
-    if isinstance(response.stream, module.AsyncByteStream):
+    # By the client, not the stream: httpx.ByteStream (mock transports) is both kinds.
+    if is_async:
         response.stream = traced_async(response.stream, holder)
     else:
         response.stream = traced(response.stream, holder)
     return response
+
+
+class _LazyHeaders(Mapping[str, list[str]]):
+    """The instrumentation's normalised headers, computed only when something reads
+    them. ``get_custom_header_attributes`` reads them only when header capture is on;
+    otherwise turning every header into a list (with comma splitting) was a quarter of
+    the httpx instrumentation's time, on every request and response."""
+
+    __slots__ = ("_args", "_done", "_normalize")
+
+    def __init__(self, normalize: Any, args: tuple[Any, ...]):
+        self._normalize = normalize
+        self._args = args
+        self._done: dict[str, list[str]] | None = None
+
+    def _get(self) -> dict[str, list[str]]:
+        if self._done is None:
+            self._done = self._normalize(*self._args)
+        return self._done
+
+    def __bool__(self) -> bool:  # as the dict would be: no headers, no entries
+        return bool(self._args[0])
+
+    def __getitem__(self, key: str) -> list[str]:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _lazy_header_normalisation(otel_httpx: ModuleType) -> None:
+    """Make opentelemetry-instrumentation-httpx normalise headers only when it uses
+    them (once per process; the spans and their attributes stay the same)."""
+    normalize = getattr(otel_httpx, "_normalize_headers", None)
+    if normalize is None or getattr(normalize, "_hoptrace_lazy", False):
+        return
+
+    def lazy_normalize_headers(*args: Any) -> Mapping[str, list[str]]:
+        return _LazyHeaders(normalize, args)
+
+    lazy_normalize_headers._hoptrace_lazy = True  # type: ignore[attr-defined]
+    setattr(otel_httpx, "_normalize_headers", lazy_normalize_headers)  # noqa: B010
 
 
 def _library(client: Any) -> ModuleType | None:
@@ -290,6 +376,7 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
     instrumentor = getattr(otel_httpx, name, None)
     if instrumentor is None:  # HTTPX2ClientInstrumentor came in 0.65b0
         raise ImportError("httpx2 clients need opentelemetry-instrumentation-httpx>=0.65b0")
+    _lazy_header_normalisation(otel_httpx)
     is_async = isinstance(client, module.AsyncClient)
     instrumentor.instrument_client(
         client,  # type: ignore[arg-type]  # typed for httpx, works for httpx2 too
@@ -303,13 +390,13 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
         if is_async:
 
             async def async_outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(await wrapped(*args, **kwargs), module)
+                return _wrap_response(await wrapped(*args, **kwargs), module, True)
 
             wrap_function_wrapper(transport, "handle_async_request", async_outer)
         else:
 
             def outer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-                return _wrap_response(wrapped(*args, **kwargs), module)
+                return _wrap_response(wrapped(*args, **kwargs), module, False)
 
             wrap_function_wrapper(transport, "handle_request", outer)
     return client

@@ -21,13 +21,15 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from tracer._batch import Snapshot
 
 __all__ = ["JsonSpanExporter"]
 
@@ -51,8 +53,50 @@ def _value(value: Any) -> dict[str, Any]:
     return {"stringValue": str(value)}
 
 
+#: Encoded ``{"key": ..., "value": ...}`` pairs by (key, type, value): most attribute
+#: values repeat from span to span (method, route, stage, model, status), and orjson
+#: writes a shared dict as fast as a new one. Floats are left out: they are measured
+#: durations, new every time, and would only churn the cache (and the garbage
+#: collector's oldest generation, where long-lived entries end up). Cleared when it
+#: grows past the limit.
+_PAIR_CACHE: dict[tuple[str, type, Any], dict[str, Any]] = {}
+_PAIR_CACHE_LIMIT = 4096
+_CACHED_TYPES = frozenset((str, bool, int))
+
+
+def _pair(key: str, value: Any) -> dict[str, Any]:
+    kind = type(value)
+    if kind not in _CACHED_TYPES:  # floats, lists, tuples, bytes: built each time
+        return {"key": key, "value": _value(value)}
+    cache_key = (key, kind, value)  # the type keeps True, 1 and 1.0 apart
+    pair = _PAIR_CACHE.get(cache_key)
+    if pair is None:
+        if len(_PAIR_CACHE) >= _PAIR_CACHE_LIMIT:
+            _PAIR_CACHE.clear()
+        pair = _PAIR_CACHE[cache_key] = {"key": key, "value": _value(value)}
+    return pair
+
+
+def _items(attrs: Mapping[str, Any] | None) -> Any:
+    """The attributes' items; the SDK's ``BoundedAttributes`` keeps a plain dict, whose
+    items iterate without a Python-level ``__getitem__`` call per key (a third of the
+    encoder's time with the ``Mapping`` protocol). Read only; any other mapping is
+    iterated as a mapping."""
+    if not attrs:
+        return ()
+    inner = getattr(attrs, "_dict", None)
+    return inner.items() if type(inner) is dict else attrs.items()
+
+
+def _span_items(span: ReadableSpan) -> Any:
+    # ``ReadableSpan.attributes`` wraps the BoundedAttributes in a MappingProxyType,
+    # which hides its dict: take the span's own reference when it has one.
+    raw = getattr(span, "_attributes", None)
+    return _items(raw) if raw is not None else _items(span.attributes)
+
+
 def _attributes(attrs: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in (attrs or {}).items()]
+    return [_pair(k, v) for k, v in _items(attrs)]
 
 
 def _span(span: ReadableSpan) -> dict[str, Any]:
@@ -64,27 +108,30 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
         "kind": span.kind.value + 1,  # the SDK counts from INTERNAL = 0, OTLP from 1
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
-        "attributes": _attributes(span.attributes),
+        "attributes": [_pair(k, v) for k, v in _span_items(span)],
     }
-    if span.parent is not None:
-        out["parentSpanId"] = format(span.parent.span_id, "016x")
-    if span.events:
+    parent = span.parent
+    if parent is not None:
+        out["parentSpanId"] = format(parent.span_id, "016x")
+    events = span.events
+    if events:
         out["events"] = [
             {
                 "name": e.name,
                 "timeUnixNano": str(e.timestamp),
                 "attributes": _attributes(e.attributes),
             }
-            for e in span.events
+            for e in events
         ]
-    if span.links:
+    links = span.links
+    if links:
         out["links"] = [
             {
                 "traceId": format(link.context.trace_id, "032x"),
                 "spanId": format(link.context.span_id, "016x"),
                 "attributes": _attributes(link.attributes),
             }
-            for link in span.links
+            for link in links
         ]
     status = span.status
     if status.status_code.value:
@@ -104,6 +151,75 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
         scope = span.instrumentation_scope
         key = (scope.name, scope.version) if scope is not None else ("", None)
         entry[1].setdefault(key, []).append(_span(span))
+    return _body(by_resource.values())
+
+
+def _read_pairs(item: Snapshot, i: int) -> tuple[list[dict[str, Any]], int]:
+    """The encoded attributes at ``item[i]`` (count, keys, values) and the index after."""
+    n = item[i]
+    i += 1
+    return [_pair(item[i + j], item[i + n + j]) for j in range(n)], i + 2 * n
+
+
+def _snapshot_span(item: Snapshot) -> dict[str, Any]:
+    parent_id, code, message = item[2], item[7], item[8]
+    attributes, i = _read_pairs(item, 12)
+    out: dict[str, Any] = {
+        "traceId": format(item[0], "032x"),
+        "spanId": format(item[1], "016x"),
+        "name": item[3],
+        "kind": item[4],
+        "startTimeUnixNano": str(item[5]),
+        "endTimeUnixNano": str(item[6]),
+        "attributes": attributes,
+    }
+    if parent_id is not None:
+        out["parentSpanId"] = format(parent_id, "016x")
+    count = item[i]
+    i += 1
+    if count:
+        events = out["events"] = []
+        for _ in range(count):
+            name, time_ns = item[i], item[i + 1]
+            pairs, i = _read_pairs(item, i + 2)
+            events.append({"name": name, "timeUnixNano": str(time_ns), "attributes": pairs})
+    count = item[i]
+    i += 1
+    if count:
+        links = out["links"] = []
+        for _ in range(count):
+            trace_id, span_id = item[i], item[i + 1]
+            pairs, i = _read_pairs(item, i + 2)
+            links.append(
+                {
+                    "traceId": format(trace_id, "032x"),
+                    "spanId": format(span_id, "016x"),
+                    "attributes": pairs,
+                }
+            )
+    if code:
+        out["status"] = {"code": code}
+        if message:
+            out["status"]["message"] = message
+    return out
+
+
+def encode_snapshots(items: Sequence[Snapshot], resources: Mapping[int, Any]) -> bytes:
+    """:func:`encode` for span snapshots (``tracer._batch``); ``resources`` maps each
+    snapshot's resource key to its resource."""
+    by_resource: dict[int, tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]] = {}
+    for item in items:
+        key = item[9]
+        entry = by_resource.get(key)
+        if entry is None:
+            entry = by_resource[key] = (resources[key], {})
+        entry[1].setdefault((item[10], item[11]), []).append(_snapshot_span(item))
+    return _body(by_resource.values())
+
+
+def _body(
+    groups: Iterable[tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]],
+) -> bytes:
     body = {
         "resourceSpans": [
             {
@@ -116,7 +232,7 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
                     for (name, version), encoded in scopes.items()
                 ],
             }
-            for resource, scopes in by_resource.values()
+            for resource, scopes in groups
         ]
     }
     return orjson.dumps(body)
@@ -157,6 +273,22 @@ class JsonSpanExporter(SpanExporter):
         except Exception:  # noqa: BLE001 - telemetry never breaks the app
             self._log_once("encode", "hoptrace: could not encode spans", exc_info=True)
             return SpanExportResult.FAILURE
+        return self._send(body)
+
+    def export_snapshots(
+        self, items: Sequence[Snapshot], resources: Mapping[int, Any]
+    ) -> SpanExportResult:
+        """Send one batch of span snapshots (from ``tracer._batch``)."""
+        if self._shutdown.is_set():
+            return SpanExportResult.FAILURE
+        try:
+            body = encode_snapshots(items, resources)
+        except Exception:  # noqa: BLE001 - telemetry never breaks the app
+            self._log_once("encode", "hoptrace: could not encode spans", exc_info=True)
+            return SpanExportResult.FAILURE
+        return self._send(body)
+
+    def _send(self, body: bytes) -> SpanExportResult:
         deadline = time.monotonic() + self._timeout_s
         delay = 0.5
         while True:

@@ -13,7 +13,7 @@ variable                                        keyword              default
 ``OTEL_EXPORTER_OTLP_PROTOCOL``                                      (or ``http/json``, ``grpc``)
 ``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``          parentbased_always_on
 ``OTEL_SDK_DISABLED``                           ``disabled``         false
-``OTEL_BSP_*``                                  (the SDK reads them)
+``OTEL_BSP_*``                                  (the batch processor reads them)
 ==============================================  ===================  =========================
 """
 
@@ -130,12 +130,14 @@ def setup(
         endpoint: OTLP base URL (else the ``OTEL_EXPORTER_OTLP_*`` variables, else the
             embedded collector on 127.0.0.1:4318).
         protocol: ``http/protobuf`` (default), ``http/json`` (hoptrace's own exporter:
-            about a fifth of the protobuf encoder's CPU a span) or ``grpc``.
+            about a ninth of the protobuf encoder's CPU a span, and queued spans the
+            garbage collector does not walk; docs/overhead.md) or ``grpc``.
         headers: extra export headers, e.g. ``{"authorization": "Bearer ..."}``.
         sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
         resource_attributes: more resource attributes.
-        exporter: use this exporter instead of OTLP (spans still go through a
-            BatchSpanProcessor).
+        exporter: use this exporter instead of OTLP (spans still go through a batch
+            processor: ``tracer._batch``'s for a ``JsonSpanExporter``, the SDK's
+            ``BatchSpanProcessor`` for any other).
         disabled: install a no-op provider (else ``OTEL_SDK_DISABLED``).
 
     Returns:
@@ -166,7 +168,16 @@ def setup(
         resource = Resource.create(attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
         provider = TracerProvider(resource=resource, sampler=sampler)
-        processor = BatchSpanProcessor(span_exporter)
+        from tracer._batch import SnapshotBatchProcessor
+        from tracer._json_export import JsonSpanExporter
+
+        processor: SpanProcessor
+        if isinstance(span_exporter, JsonSpanExporter):
+            # Snapshots instead of ReadableSpans in the queue: the garbage collector's
+            # full collections stay rare (tracer/_batch.py, docs/overhead.md).
+            processor = SnapshotBatchProcessor(span_exporter)
+        else:
+            processor = BatchSpanProcessor(span_exporter)
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
         if trace.get_tracer_provider() is not provider:

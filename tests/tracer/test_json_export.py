@@ -59,6 +59,38 @@ def test_json_body_decodes_to_the_same_spans_as_the_protobuf_one():
     assert values["n"] == {"arrayValue": {"values": [{"intValue": "1"}, {"intValue": "2"}]}}
 
 
+def _typed_span(value):
+    with capture_spans() as captured:
+        from opentelemetry import trace
+
+        trace.get_tracer("test").start_span("s", attributes={"v": value, "same": "x"}).end()
+    return captured.spans
+
+
+def test_equal_values_of_different_types_keep_their_own_json_type():
+    # True == 1 == 1.0 in Python: the encoder's cache of repeated values must not
+    # hand one type's encoding to another.
+    got = []
+    for value in (True, 1, 1.0, "1", 1, True):
+        body = orjson.loads(encode(_typed_span(value)))
+        attributes = body["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"]
+        got.append({a["key"]: a["value"] for a in attributes}["v"])
+    assert got == [
+        {"boolValue": True},
+        {"intValue": "1"},
+        {"doubleValue": 1.0},
+        {"stringValue": "1"},
+        {"intValue": "1"},
+        {"boolValue": True},
+    ]
+
+
+def test_many_distinct_values_encode_the_same_as_the_protobuf_exporter():
+    # More distinct values than the encoder caches: the cache is emptied, not wrong.
+    spans = [s for i in range(5000) for s in _typed_span(i)]
+    assert _decoded_json(spans) == _decoded_proto(spans)
+
+
 class _Receiver(BaseHTTPRequestHandler):
     answers: list[int] = []
     bodies: list[bytes] = []

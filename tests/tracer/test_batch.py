@@ -1,0 +1,178 @@
+"""The snapshot batch processor: the same spans reach the receiver as with the SDK's
+processor, and what waits in its queue costs the garbage collector nothing."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+
+import orjson
+import pytest
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, Status, StatusCode
+
+from tests.helpers import eventually
+from tracer._batch import SnapshotBatchProcessor, snapshot
+from tracer._json_export import encode_snapshots
+from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
+
+
+class _Recorder:
+    """A snapshot exporter that keeps the encoded bodies."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.batches: list[int] = []
+        self.shut = False
+        self.lock = threading.Lock()
+
+    def export_snapshots(self, items, resources):
+        with self.lock:
+            self.bodies.append(encode_snapshots(items, resources))
+            self.batches.append(len(items))
+
+    def shutdown(self) -> None:
+        self.shut = True
+
+    def spans(self):
+        return [s for b in self.bodies for s in spans_from_otlp_json(orjson.loads(b), Warnings())]
+
+
+def _provider(processor) -> TracerProvider:
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    provider.add_span_processor(processor)
+    return provider
+
+
+def _work(provider: TracerProvider) -> None:
+    """A server span with every kind of attribute, an event, a link and an error child."""
+    t = provider.get_tracer("test", "1.2")
+    with t.start_as_current_span(
+        "parent",
+        kind=trace.SpanKind.SERVER,
+        attributes={"s": "x", "i": 7, "f": 1.5, "b": True, "l": ["a", "b"], "n": [1, 2]},
+    ) as parent:
+        parent.add_event("hoptrace.first_token", {"k": 1})
+        link = Link(parent.get_span_context(), {"why": "retry"})
+        with t.start_as_current_span("child", kind=trace.SpanKind.CLIENT, links=[link]) as child:
+            child.set_status(Status(StatusCode.ERROR, "boom"))
+
+
+def test_snapshots_reach_the_receiver_as_the_protobuf_exporter_sends_the_spans():
+    recorder = _Recorder()
+    processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
+    memory = InMemorySpanExporter()  # the same spans, as the SDK hands them over
+    provider = _provider(processor)
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    _work(provider)
+    assert processor.force_flush()
+    via_snapshots = sorted(recorder.spans(), key=lambda s: s.name)
+    via_protobuf = sorted(
+        spans_from_otlp_proto(encode_spans(memory.get_finished_spans()), Warnings()),
+        key=lambda s: s.name,
+    )
+    assert [s.name for s in via_snapshots] == ["child", "parent"]
+    assert via_snapshots == via_protobuf
+    provider.shutdown()
+    assert recorder.shut
+
+
+def test_a_queued_span_is_untracked_by_the_garbage_collector():
+    memory = InMemorySpanExporter()
+    provider = _provider(SimpleSpanProcessor(memory))
+    _work(provider)
+    items = {span.name: snapshot(span, 0) for span in memory.get_finished_spans()}
+    # Untracked objects are never walked by a collection, nor moved to an older
+    # generation, however long they wait in the queue. A span of plain values is
+    # untracked at the first pass; one with array values (tuples, which the collector
+    # untracks in the same pass, maybe after the snapshot) at the second.
+    gc.collect()
+    assert not gc.is_tracked(items["child"])
+    gc.collect()
+    assert not any(gc.is_tracked(item) for item in items.values())
+
+
+def test_a_full_batch_is_sent_before_the_delay_is_up():
+    recorder = _Recorder()
+    processor = SnapshotBatchProcessor(
+        recorder, schedule_delay_millis=60_000, max_export_batch_size=4, max_queue_size=100
+    )
+    provider = _provider(processor)
+    t = provider.get_tracer("test")
+    for i in range(4):
+        t.start_span(f"s{i}").end()
+    batches = eventually(lambda: list(recorder.batches), lambda b: b == [4], deadline_s=5)
+    assert batches == [4]
+    provider.shutdown()
+
+
+def test_spans_wait_for_the_delay_and_shutdown_sends_what_is_left():
+    recorder = _Recorder()
+    processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
+    provider = _provider(processor)
+    provider.get_tracer("test").start_span("late").end()
+    assert recorder.batches == []  # neither a full batch nor the delay yet
+    provider.shutdown()
+    assert [s.name for s in recorder.spans()] == ["late"] and recorder.shut
+    provider.get_tracer("test").start_span("after").end()  # ignored, no error
+    assert not processor.force_flush()
+
+
+def test_a_full_queue_drops_spans_and_says_so_once(caplog):
+    recorder = _Recorder()
+    busy, release = threading.Event(), threading.Event()
+    export = recorder.export_snapshots
+
+    def slow_export(items, resources):  # the receiver is slow: the queue fills up
+        busy.set()
+        release.wait(10)
+        export(items, resources)
+
+    recorder.export_snapshots = slow_export  # type: ignore[method-assign]
+    processor = SnapshotBatchProcessor(
+        recorder, schedule_delay_millis=60_000, max_queue_size=3, max_export_batch_size=3
+    )
+    provider = _provider(processor)
+    t = provider.get_tracer("test")
+    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+        for i in range(3):
+            t.start_span(f"s{i}").end()
+        assert busy.wait(5)  # the first full batch is being sent
+        for i in range(3, 9):
+            t.start_span(f"s{i}").end()
+    release.set()
+    assert processor.force_flush()
+    assert sorted(s.name for s in recorder.spans()) == [f"s{i}" for i in range(6)]
+    assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
+    provider.shutdown()
+
+
+def test_the_otel_bsp_variables_set_the_batching(monkeypatch):
+    monkeypatch.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+    recorder = _Recorder()
+    provider = _provider(SnapshotBatchProcessor(recorder))
+    t = provider.get_tracer("test")
+    for i in range(2):
+        t.start_span(f"s{i}").end()
+    assert eventually(lambda: list(recorder.batches), lambda b: b == [2], deadline_s=5) == [2]
+    provider.shutdown()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"schedule_delay_millis": 0},
+        {"max_queue_size": 0},
+        {"max_queue_size": 10, "max_export_batch_size": 20},
+    ],
+)
+def test_bad_batching_settings_are_refused(kwargs):
+    with pytest.raises(ValueError, match="must be"):
+        SnapshotBatchProcessor(_Recorder(), **kwargs)
