@@ -12,7 +12,16 @@ prints them as one line and exits non-zero.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "HoptraceError", "NoUsableDataError", "ReceiverError", "SourceError"]
+import os
+
+__all__ = [
+    "ConfigError",
+    "HoptraceError",
+    "NoUsableDataError",
+    "ReceiverError",
+    "SourceError",
+    "positive_setting",
+]
 
 
 class HoptraceError(Exception):
@@ -33,3 +42,24 @@ class NoUsableDataError(SourceError):
 
 class ReceiverError(HoptraceError):
     """The embedded OTLP receiver could not start or could not store a batch."""
+
+
+def positive_setting(
+    value: int | None, keyword: str, variable: str, default: int, unit: str
+) -> int:
+    """A count from the keyword ``value`` (it wins), else the environment ``variable``
+    (digits, ``_`` allowed), else ``default``.
+
+    Raises:
+        ConfigError: not a positive number of ``unit``.
+    """
+    if value is not None:
+        if value < 1:
+            raise ConfigError(f"{keyword} must be a positive number of {unit}, got {value!r}")
+        return value
+    setting = os.environ.get(variable, "").strip().replace("_", "")
+    if not setting:
+        return default
+    if not setting.isdecimal() or int(setting) < 1:
+        raise ConfigError(f"{variable} must be a positive number of {unit}, got {setting!r}")
+    return int(setting)

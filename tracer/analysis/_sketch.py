@@ -19,14 +19,13 @@ its count as weight.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 
 import numpy as np
 from ddsketch import DDSketch
 from ddsketch.mapping import LogarithmicMapping
 
-from tracer._errors import ConfigError
+from tracer._errors import positive_setting
 
 __all__ = [
     "EXACT_TRACES",
@@ -53,18 +52,7 @@ def exact_traces(value: int | None = None) -> int:
     Raises:
         ConfigError: not a positive integer.
     """
-    if value is not None:
-        if value < 1:
-            raise ConfigError(f"exact_traces must be a positive number of traces, got {value!r}")
-        return value
-    setting = os.environ.get("HOPTRACE_EXACT_TRACES", "").strip().replace("_", "")
-    if not setting:
-        return EXACT_TRACES
-    if not setting.isdecimal() or int(setting) < 1:
-        raise ConfigError(
-            f"HOPTRACE_EXACT_TRACES must be a positive number of traces, got {setting!r}"
-        )
-    return int(setting)
+    return positive_setting(value, "exact_traces", "HOPTRACE_EXACT_TRACES", EXACT_TRACES, "traces")
 
 
 def sketch_note(limit: int) -> str:

@@ -17,15 +17,14 @@ attributes the joined trace, so the numbers are the whole-file analysis's exactl
 
 from __future__ import annotations
 
-import os
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from tracer._errors import ConfigError
+from tracer._errors import positive_setting
 from tracer.analysis._attribute import Attributor
 from tracer.analysis._table import TraceTable
 from tracer.analysis.loaders.files import add_object
@@ -60,18 +59,7 @@ def window_spans(value: int | None = None) -> int:
     Raises:
         ConfigError: not a positive integer.
     """
-    if value is not None:
-        if value < 1:
-            raise ConfigError(f"window_spans must be a positive number of spans, got {value!r}")
-        return value
-    setting = os.environ.get("HOPTRACE_WINDOW_SPANS", "").strip()
-    if not setting:
-        return WINDOW_SPANS
-    if not setting.isdecimal() or int(setting) < 1:
-        raise ConfigError(
-            f"HOPTRACE_WINDOW_SPANS must be a positive number of spans, got {setting!r}"
-        )
-    return int(setting)
+    return positive_setting(value, "window_spans", "HOPTRACE_WINDOW_SPANS", WINDOW_SPANS, "spans")
 
 
 def _seq(file_index: int, offset: int, slot: int) -> int:
@@ -210,18 +198,9 @@ def attribute_parts(
             file_index, offset = _where(seq)
             regions.setdefault(file_index, []).append((offset, end))
     joined: dict[str, list[Span]] = {t: [] for t in parts}
-    ignored = Warnings()
-    sink = TraceSet(warnings=ignored)
-    for file_index in sorted(regions):
-        path = paths[file_index]
-        with open(path, "rb") as fh:
-            for lo, hi in _merged(regions[file_index]):
-                for _, line in _lines(fh, lo, hi):
-                    _parse(line, sink, path, LineTally())
-                    for tid, spans in sink.traces.items():
-                        if tid in joined:
-                            joined[tid].extend(spans)
-                    sink.traces = {}
+    for tid, spans in _reread(paths, regions):
+        if tid in joined:
+            joined[tid].extend(spans)
     for tid, pieces in sorted(parts.items(), key=lambda kv: min(kv[1])):
         files = {_where(seq)[0] for seq, _ in pieces}
         # A trace across files ends in another file than it starts: no one end offset.
@@ -244,6 +223,18 @@ def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> Trac
         else:
             regions.setdefault(file_index, []).append((offset, end))
     found = TraceSet()
+    for tid, spans in _reread(paths, regions):
+        if tid in where:
+            found.add(spans)
+    return found
+
+
+def _reread(
+    paths: Sequence[str], regions: dict[int, list[tuple[int, int]]]
+) -> Iterator[tuple[str, list[Span]]]:
+    """(trace id, spans) of each line in the byte ``regions`` of each file (file index
+    -> [(first byte, end byte)]), files in order; what the first read warned of is not
+    said again."""
     sink = TraceSet(warnings=Warnings())
     for file_index in sorted(regions):
         path = paths[file_index]
@@ -251,11 +242,8 @@ def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> Trac
             for lo, hi in _merged(regions[file_index]):
                 for _, line in _lines(fh, lo, hi):
                     _parse(line, sink, path, LineTally())
-                    for tid, spans in sink.traces.items():
-                        if tid in where:
-                            found.add(spans)
+                    yield from sink.traces.items()
                     sink.traces = {}
-    return found
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
