@@ -26,10 +26,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-import httpx
-
 from demo_app.chain import Chain
-from demo_app.overhead import _BODY, ack_receiver
+from demo_app.overhead import ack_receiver, stream_requests
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -39,30 +37,14 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-async def _drive(url: str, key: str, requests: int, concurrency: int) -> None:
-    left = requests
-    headers = {"authorization": f"Bearer {key}"}
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
-
-        async def worker() -> None:
-            nonlocal left
-            while left > 0:
-                left -= 1
-                async with client.stream("POST", url, json=_BODY, headers=headers) as resp:
-                    async for _ in resp.aiter_raw():
-                        pass
-                    if resp.status_code != 200:
-                        raise RuntimeError(f"the chain answered {resp.status_code}")
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-
-
 def _run(chain: Chain, requests: int, concurrency: int) -> dict[str, float]:
     """CPU ms per request of each service over one run."""
     pids = chain.service_pids
     before = {name: _cpu_s(pid) for name, pid in pids.items()}
-    asyncio.run(_drive(chain.base_url + "/chat/completions", chain.api_key, requests, concurrency))
+    # The same streamed requests as the latency benchmark (demo_app.overhead).
+    asyncio.run(
+        stream_requests(chain.base_url + "/chat/completions", chain.api_key, requests, concurrency)
+    )
     return {name: (_cpu_s(pid) - before[name]) / requests * 1000 for name, pid in pids.items()}
 
 

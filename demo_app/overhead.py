@@ -29,7 +29,7 @@ import numpy as np
 
 from demo_app.chain import Chain
 
-__all__ = ["HOPS", "Overhead", "PairResult", "ack_receiver", "measure_overhead"]
+__all__ = ["HOPS", "Overhead", "PairResult", "ack_receiver", "measure_overhead", "stream_requests"]
 
 #: Services a request passes through, each with its own tracing.
 HOPS = 3
@@ -142,7 +142,9 @@ def ack_receiver(on_export: Callable[[int], None] | None = None) -> Iterator[str
         loop.close()
 
 
-async def _run(url: str, key: str, requests: int, concurrency: int) -> tuple[list[float], float]:
+async def stream_requests(
+    url: str, key: str, requests: int, concurrency: int
+) -> tuple[list[float], float]:
     """Latencies (ms) of ``requests`` streamed requests and the wall time (s)."""
     latencies: list[float] = []
     left = requests
@@ -202,7 +204,7 @@ def measure_overhead(
             chains = {"traced": traced, "untraced": untraced}
             for chain in chains.values():
                 url = chain.base_url + "/chat/completions"
-                asyncio.run(_run(url, chain.api_key, warmup, concurrency))
+                asyncio.run(stream_requests(url, chain.api_key, warmup, concurrency))
             results = []
             for n in range(pairs):
                 order = ["traced", "untraced"] if n % 2 == 0 else ["untraced", "traced"]
@@ -212,7 +214,7 @@ def measure_overhead(
                     chain = chains[name]
                     before = _cpu_s(chain)
                     got[name] = asyncio.run(
-                        _run(
+                        stream_requests(
                             chain.base_url + "/chat/completions",
                             chain.api_key,
                             requests,
