@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -42,3 +43,28 @@ def skip_or_fail(reason: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: this test must run)")
     pytest.skip(reason)
+
+
+def write_otlp_lines(path: Path, batches: list[list]) -> Path:
+    """Write each non-empty batch of spans as one OTLP JSON line; returns ``path``."""
+    import orjson
+
+    from tracer.analysis.synthetic import to_otlp_json
+
+    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
+    return path
+
+
+def shuffled_store(path: Path, spans: list, seed: int = 2, per_write: int = 13) -> Path:
+    """A span store at ``path`` holding ``spans`` in a shuffled order, written in
+    batches of ``per_write`` (traces end up spread over many writes)."""
+    import random
+
+    from collector.store import SpanStore
+
+    spans = list(spans)
+    random.Random(seed).shuffle(spans)
+    with SpanStore(path, create=True) as store:
+        for i in range(0, len(spans), per_write):
+            store.write(spans[i : i + per_write])
+    return path

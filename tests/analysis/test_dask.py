@@ -10,11 +10,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.helpers import hoptrace, skip_or_fail
+from tests.helpers import hoptrace, skip_or_fail, write_otlp_lines
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis import _dask, analyze, analyze_sources, load, render
 from tracer.analysis._bigfile import analyze_files as analyze_locally
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.traceset import TraceFilter
 
 try:
@@ -40,17 +40,12 @@ def _traces(count: int, seed: int) -> list[list]:
     return out
 
 
-def _write(path: Path, batches: list[list]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
-    return path
-
-
 def _shuffled(path: Path, traces: int = 60, seed: int = 4) -> Path:
     """Every span in a random place, five to a line, with a bad line in the middle: most
     traces end up spread over the whole file."""
     spans = [s for t in _traces(traces, seed) for s in t]
     random.Random(seed).shuffle(spans)
-    _write(path, [spans[i : i + 5] for i in range(0, len(spans), 5)])
+    write_otlp_lines(path, [spans[i : i + 5] for i in range(0, len(spans), 5)])
     lines = path.read_bytes().splitlines(keepends=True)
     lines.insert(len(lines) // 2, b"not json\n")
     path.write_bytes(b"".join(lines))
@@ -112,8 +107,12 @@ def test_traces_straddling_partitions_are_joined_on_the_workers_like_serial(tmp_
 @pytest.mark.parametrize("group_by", ["stage", "service"])
 def test_traces_split_across_two_files_and_filters_match_serial(tmp_path, scheduler, group_by):
     traces = _traces(40, seed=8)
-    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
-    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    first = write_otlp_lines(
+        tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces]
+    )
+    second = write_otlp_lines(
+        tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
+    )
     for keep in (TraceFilter(), TraceFilter(run="even"), TraceFilter(service="model")):
         serial = analyze_locally([first, second], group_by, None, 1, keep)
         heard = _Heard()
@@ -161,7 +160,9 @@ def test_analyze_sources_takes_the_engine_scheduler_and_a_stage_map(tmp_path, sc
             if span.stage == "auth":
                 span.stage = None
                 span.attributes.pop("hoptrace.stage")
-    path = _write(tmp_path / "s.jsonl", [s[i : i + 4] for s in traces for i in range(0, 11, 4)])
+    path = write_otlp_lines(
+        tmp_path / "s.jsonl", [s[i : i + 4] for s in traces for i in range(0, 11, 4)]
+    )
     rules = tmp_path / "map.toml"
     rules.write_text('[[rule]]\noperation = "verify_key"\nstage = "auth"\n')
     outputs = []

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.helpers import shuffled_store, write_otlp_lines
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, analyze_sources, load
 from tracer.analysis._bigfile import analyze_files
@@ -34,11 +35,6 @@ def _traces(count: int, seed: int = 3) -> list[list]:
     return out
 
 
-def _write(path: Path, batches: list[list]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
-    return path
-
-
 def _stragglers(path: Path, count: int = 40) -> Path:
     """Most traces whole and close together; every third one has its model spans
     written at the very end of the file, far past any small window; one batch of
@@ -50,7 +46,7 @@ def _stragglers(path: Path, count: int = 40) -> Path:
             late.append([s for s in spans if s.service == "model"])
         else:
             early.append(spans)
-    _write(path, early + late)
+    write_otlp_lines(path, early + late)
     with open(path, "ab") as fh:
         fh.write(b"not json\n" + orjson.dumps(to_otlp_json(late[0])) + b"\n")  # exact copies
     return path
@@ -70,8 +66,12 @@ def test_stragglers_past_the_window_are_joined_not_lost_or_counted_twice(tmp_pat
 @pytest.mark.parametrize("group_by", ["service", "operation"])
 def test_traces_split_across_files_are_joined(tmp_path, group_by):
     traces = _traces(30, seed=5)
-    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
-    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    first = write_otlp_lines(
+        tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces]
+    )
+    second = write_otlp_lines(
+        tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
+    )
     whole = analyze(load([first, second]), group_by)
     for workers in (1, 2):
         streamed = analyze_files([first, second], group_by, None, workers, window=3)
@@ -89,7 +89,9 @@ def test_filters_see_the_joined_trace(tmp_path):
 def test_a_shuffled_file_gives_the_same_numbers_at_any_window(tmp_path):
     spans = [s for t in _traces(25, seed=9) for s in t]
     random.Random(1).shuffle(spans)
-    path = _write(tmp_path / "shuffled.jsonl", [spans[i : i + 7] for i in range(0, len(spans), 7)])
+    path = write_otlp_lines(
+        tmp_path / "shuffled.jsonl", [spans[i : i + 7] for i in range(0, len(spans), 7)]
+    )
     whole = analysis_dict(analyze(load([path])))
     for window in (1, 10, 100):
         assert analysis_dict(analyze_files([path], "stage", None, 1, window=window)) == whole
@@ -138,14 +140,8 @@ def test_a_bad_window_is_a_config_error(tmp_path, monkeypatch):
 
 
 def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):
-    from collector.store import SpanStore
 
-    spans = [s for t in _traces(30, seed=11) for s in t]
-    random.Random(2).shuffle(spans)
-    path = tmp_path / "spans.db"
-    with SpanStore(path, create=True) as store:
-        for i in range(0, len(spans), 13):
-            store.write(spans[i : i + 13])
+    path = shuffled_store(tmp_path / "spans.db", [s for t in _traces(30, seed=11) for s in t])
     whole = analyze(load([path]))
     streamed, traces = analyze_sources([str(path)])
     assert traces is None

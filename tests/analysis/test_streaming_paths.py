@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.helpers import hoptrace
+from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load, what_if
 from tracer.analysis._bigfile import analyze_files
 from tracer.analysis.aggregate import aggregate_columns
@@ -25,7 +25,7 @@ from tracer.analysis.render import (
     whatif_dict,
 )
 from tracer.analysis.split import split_analysis, split_by
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.waterfall import exemplar_waterfalls
 from tracer.analysis.whatif import Projection
 from tracer.cli._common import DEFAULT_JAEGER_URL
@@ -56,11 +56,6 @@ def _traces(count: int, seed: int = 3) -> list[list]:
     return out
 
 
-def _write(path: Path, batches: list[list]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
-    return path
-
-
 @pytest.fixture
 def stragglers(tmp_path: Path) -> Path:
     """Every third trace has its model spans at the end of the file, far past a small
@@ -72,7 +67,7 @@ def stragglers(tmp_path: Path) -> Path:
             late.append([s for s in spans if s.service == "model"])
         else:
             early.append(spans)
-    return _write(tmp_path / "s.jsonl", early + late)
+    return write_otlp_lines(tmp_path / "s.jsonl", early + late)
 
 
 @pytest.mark.parametrize("window", [1, 5, 1_000_000])
@@ -92,8 +87,12 @@ def test_whatif_streamed_equals_whatif_in_memory(stragglers, window, workers):
 
 def test_whatif_of_traces_split_across_files_equals_in_memory(tmp_path):
     traces = _traces(30, seed=5)
-    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
-    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    first = write_otlp_lines(
+        tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces]
+    )
+    second = write_otlp_lines(
+        tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
+    )
     projection = Projection("inference", 4.0)
     expected = whatif_dict(what_if(load([first, second]), "inference", 4.0))
     for workers in (1, 2):
@@ -138,8 +137,12 @@ def test_exemplar_traces_are_read_again_from_their_lines(stragglers, workers):
 
 def test_exemplar_traces_joined_across_files_are_read_to_the_end(tmp_path):
     traces = _traces(12, seed=8)
-    first = _write(tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces])
-    second = _write(tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces])
+    first = write_otlp_lines(
+        tmp_path / "a.jsonl", [[s for s in t if s.service != "app"] for t in traces]
+    )
+    second = write_otlp_lines(
+        tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
+    )
     streamed = analyze_files([first, second], "stage", None, 1, window=2)
     found = exemplar_traces([str(first), str(second)], streamed)
     whole = load([first, second])
@@ -150,14 +153,8 @@ def test_exemplar_traces_joined_across_files_are_read_to_the_end(tmp_path):
 
 
 def test_exemplar_traces_come_from_the_store_by_id(tmp_path):
-    from collector.store import SpanStore
 
-    spans = [s for t in _traces(20, seed=11) for s in t]
-    random.Random(2).shuffle(spans)
-    path = tmp_path / "spans.db"
-    with SpanStore(path, create=True) as store:
-        for i in range(0, len(spans), 13):
-            store.write(spans[i : i + 13])
+    path = shuffled_store(tmp_path / "spans.db", [s for t in _traces(20, seed=11) for s in t])
     streamed, traces = analyze_sources([str(path)])
     assert traces is None
     found = exemplar_traces([str(path)], streamed)
