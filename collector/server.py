@@ -24,7 +24,7 @@ from collector.receiver import DEFAULT_MAX_BODY_BYTES, DRAIN_S, OtlpReceiver
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
 
-__all__ = ["BackgroundCollector", "free_port", "serve"]
+__all__ = ["BackgroundCollector", "SignalServer", "free_port", "serve"]
 
 #: Seconds the server waits for requests in flight after a stop before cancelling them.
 _GRACE_S = DRAIN_S + 2
@@ -37,12 +37,31 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, telling the receiver when a stop begins.
+class SignalServer(uvicorn.Server):
+    """uvicorn's server without re-raising the stop signal once it has shut down.
 
-    uvicorn re-raises the signal it caught once it has shut down, which kills the
-    process before the store is closed; here the signal only starts the shutdown.
+    uvicorn re-raises the signal it caught after its shutdown, which ends the process
+    before what runs after ``run()`` (closing the store, flushing the last spans)
+    gets to run; here a signal in ``stop_signals`` only starts the shutdown.
     """
+
+    stop_signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in self.stop_signals}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+class _Server(SignalServer):
+    """The collector's server, telling the receiver when a stop begins."""
 
     def __init__(self, app: OtlpReceiver, host: str, port: int):
         super().__init__(
@@ -66,19 +85,6 @@ class _Server(uvicorn.Server):
         """Begin a graceful stop (from any thread)."""
         self.receiver.begin_shutdown()
         self.should_exit = True
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        wanted = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in wanted}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
 def serve(

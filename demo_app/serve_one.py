@@ -10,18 +10,17 @@ every half second everywhere.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import uvicorn
 
 import tracer
+from collector.server import SignalServer
 from demo_app.chain import PARENT_PID_ENV
 from demo_app.common import setup_logging
 from demo_app.profiles import get_profile
@@ -29,22 +28,10 @@ from demo_app.profiles import get_profile
 _PR_SET_PDEATHSIG = 1
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, without re-raising the stop signal once it has shut down:
-    uvicorn does, which ends the process before the tracer flushes its last spans."""
+class _Server(SignalServer):
+    """A service's server: a stop signal lets the tracer flush its last spans."""
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        wanted = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in wanted}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _end_with_parent(parent_pid: int) -> None:
