@@ -68,3 +68,22 @@ def shuffled_store(path: Path, spans: list, seed: int = 2, per_write: int = 13) 
         for i in range(0, len(spans), per_write):
             store.write(spans[i : i + per_write])
     return path
+
+
+def emit_sample_spans(tracer: object) -> None:
+    """With ``tracer`` (an OpenTelemetry tracer), a SERVER span with every kind of
+    attribute and an event, and a CLIENT child with a link to it and an error status:
+    one of each thing an exporter must encode."""
+    from opentelemetry import trace
+    from opentelemetry.trace import Link, Status, StatusCode
+
+    t: trace.Tracer = tracer  # type: ignore[assignment]
+    with t.start_as_current_span(
+        "parent",
+        kind=trace.SpanKind.SERVER,
+        attributes={"s": "x", "i": 7, "f": 1.5, "b": True, "l": ["a", "b"], "n": [1, 2]},
+    ) as parent:
+        parent.add_event("hoptrace.first_token", {"k": 1})
+        link = Link(parent.get_span_context(), {"why": "retry"})
+        with t.start_as_current_span("child", kind=trace.SpanKind.CLIENT, links=[link]) as child:
+            child.set_status(Status(StatusCode.ERROR, "boom"))

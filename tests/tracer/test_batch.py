@@ -9,15 +9,13 @@ import threading
 
 import orjson
 import pytest
-from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import Link, Status, StatusCode
 
-from tests.helpers import eventually
+from tests.helpers import emit_sample_spans, eventually
 from tracer._batch import SnapshotBatchProcessor, snapshot
 from tracer._json_export import encode_snapshots
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
@@ -51,17 +49,7 @@ def _provider(processor) -> TracerProvider:
 
 
 def _work(provider: TracerProvider) -> None:
-    """A server span with every kind of attribute, an event, a link and an error child."""
-    t = provider.get_tracer("test", "1.2")
-    with t.start_as_current_span(
-        "parent",
-        kind=trace.SpanKind.SERVER,
-        attributes={"s": "x", "i": 7, "f": 1.5, "b": True, "l": ["a", "b"], "n": [1, 2]},
-    ) as parent:
-        parent.add_event("hoptrace.first_token", {"k": 1})
-        link = Link(parent.get_span_context(), {"why": "retry"})
-        with t.start_as_current_span("child", kind=trace.SpanKind.CLIENT, links=[link]) as child:
-            child.set_status(Status(StatusCode.ERROR, "boom"))
+    emit_sample_spans(provider.get_tracer("test", "1.2"))
 
 
 def test_snapshots_reach_the_receiver_as_the_protobuf_exporter_sends_the_spans():

@@ -10,8 +10,8 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
-from opentelemetry.trace import Status, StatusCode
 
+from tests.helpers import emit_sample_spans
 from tracer._json_export import JsonSpanExporter, encode
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
 from tracer.testing import capture_spans
@@ -22,15 +22,7 @@ def _spans():
     with capture_spans() as captured:
         from opentelemetry import trace
 
-        t = trace.get_tracer("test", "1.2")
-        with t.start_as_current_span(
-            "parent",
-            kind=trace.SpanKind.SERVER,
-            attributes={"s": "x", "i": 7, "f": 1.5, "b": True, "l": ["a", "b"], "n": [1, 2]},
-        ) as parent:
-            parent.add_event("hoptrace.first_token", {"k": 1})
-            with t.start_as_current_span("child", kind=trace.SpanKind.CLIENT) as child:
-                child.set_status(Status(StatusCode.ERROR, "boom"))
+        emit_sample_spans(trace.get_tracer("test", "1.2"))
     return captured.spans
 
 
