@@ -22,12 +22,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from tracer._errors import positive_setting
 from tracer.analysis._attribute import Attributor
 from tracer.analysis._table import TraceTable
-from tracer.analysis.loaders.files import add_object
+from tracer.analysis.loaders.files import LINE_BAD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
@@ -106,14 +104,10 @@ def _lines(fh: Any, lo: int, hi: int) -> Any:
 
 
 def _parse(line: bytes, sink: TraceSet, origin: str, lines: LineTally) -> None:
-    if not line.strip():
-        return
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError:
+    got = add_line(line, sink, origin)
+    if got == LINE_BAD:
         lines.bad += 1
-        return
-    if not add_object(obj, sink, origin):
+    elif got == LINE_UNKNOWN:
         lines.unknown += 1
 
 

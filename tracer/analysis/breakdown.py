@@ -88,28 +88,34 @@ def client_first_token(
 def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
     # Usage is counted on the innermost spans that carry it, so that an app span and the
     # model server span recording the same call are not counted twice.
-    n = len(trace.spans)
-    carries = [False] * n
-    found = False
-    for i, s in enumerate(trace.spans):
-        a = s.attributes
-        if a and not _USAGE_SET.isdisjoint(a):
-            carries[i] = found = True
-    if not found:
+    disjoint = _USAGE_SET.isdisjoint
+    carriers = [i for i, s in enumerate(trace.spans) if s.attributes and not disjoint(s.attributes)]
+    if not carriers:
         return None, None, None
-    below = [False] * n
-    for i in reversed(trace.order):
-        p = trace.parent[i]
-        if p >= 0 and (carries[i] or below[i]):
-            below[p] = True
+    if len(carriers) == 1:  # the common case: one span, innermost by itself
+        innermost = carriers
+    else:
+        n = len(trace.spans)
+        carries = [False] * n
+        for i in carriers:
+            carries[i] = True
+        below = [False] * n
+        for i in reversed(trace.order):
+            p = trace.parent[i]
+            if p >= 0 and (carries[i] or below[i]):
+                below[p] = True
+        innermost = [i for i in trace.order if carries[i] and not below[i]]
     tin = tout = 0
     model = None
-    for i in trace.order:
-        if carries[i] and not below[i]:
-            a = trace.spans[i].attributes
-            tin += _first_int(a, _INPUT_KEYS)
-            tout += _first_int(a, _OUTPUT_KEYS)
-            model = model or next((a[k] for k in _MODEL_KEYS if a.get(k)), None)
+    for i in innermost:
+        a = trace.spans[i].attributes
+        tin += _first_int(a, _INPUT_KEYS)
+        tout += _first_int(a, _OUTPUT_KEYS)
+        if not model:
+            for key in _MODEL_KEYS:
+                model = a.get(key)
+                if model:
+                    break
     return tin, tout, str(model) if model else None
 
 

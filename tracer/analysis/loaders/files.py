@@ -15,9 +15,10 @@ import orjson
 from tracer._errors import SourceError
 from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
 from tracer.analysis.traceset import TraceSet
+from tracer.spans._otlp_lines import spans_from_otlp_line
 from tracer.spans.otlp import spans_from_otlp_json
 
-__all__ = ["add_object", "load_file", "load_stream"]
+__all__ = ["add_line", "add_object", "load_file", "load_stream"]
 
 
 def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
@@ -49,6 +50,27 @@ def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
     if isinstance(obj, list) and obj and all(isinstance(x, dict) for x in obj):
         return all(add_object(x, traceset, origin) for x in obj)
     return False
+
+
+#: What :func:`add_line` made of a line.
+LINE_GOOD, LINE_BLANK, LINE_UNKNOWN, LINE_BAD = range(4)
+
+
+def add_line(line: bytes, traceset: TraceSet, origin: str) -> int:
+    """Add the spans of one line of a JSON-lines file: :data:`LINE_GOOD`, or
+    :data:`LINE_BLANK`, :data:`LINE_UNKNOWN` (JSON of an unknown shape) or
+    :data:`LINE_BAD` (not JSON). OTLP lines take the typed fast path."""
+    spans = spans_from_otlp_line(line)
+    if spans is not None:
+        traceset.add(spans)
+        return LINE_GOOD
+    if not line.strip():
+        return LINE_BLANK
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return LINE_BAD
+    return LINE_GOOD if add_object(obj, traceset, origin) else LINE_UNKNOWN
 
 
 def _decode_text(data: bytes) -> bytes:
@@ -113,16 +135,12 @@ def _load_lines(lines: Any, traceset: TraceSet, origin: str, quiet: bool = False
     bad = unknown = 0
     good = False
     for line in lines:
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            bad += 1
-            continue
-        if add_object(obj, traceset, origin):
+        got = add_line(line, traceset, origin)
+        if got == LINE_GOOD:
             good = True
-        else:
+        elif got == LINE_BAD:
+            bad += 1
+        elif got == LINE_UNKNOWN:
             unknown += 1
     if quiet and not good:
         return False

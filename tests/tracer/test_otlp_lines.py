@@ -1,0 +1,204 @@
+"""The typed decoder of OTLP JSON lines gives the general path's spans, or steps aside.
+
+``spans_from_otlp_line`` is the big-file fast path: for any line it either returns
+exactly the spans that ``orjson`` plus ``spans_from_otlp_json`` give, with nothing
+the general path would warn about, or None (and the caller takes the general path).
+"""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.tracer.test_otlp_fast_path import _HEX, _event, _span, _value
+from tracer.analysis.loaders.files import LINE_BAD, LINE_GOOD, LINE_UNKNOWN, add_line
+from tracer.analysis.traceset import TraceSet
+from tracer.spans import Warnings
+from tracer.spans._otlp_lines import spans_from_otlp_line
+from tracer.spans.otlp import spans_from_otlp_json
+
+_valid_time = st.integers(min_value=1, max_value=3).map(lambda t: 1_700_000_000_000_000_000 + t)
+_good_value = st.one_of(
+    st.fixed_dictionaries({"stringValue": st.text(max_size=3)}),
+    st.fixed_dictionaries({"intValue": st.integers(-(2**63), 2**63 - 1).map(str)}),
+    st.fixed_dictionaries({"doubleValue": st.floats(0, 10)}),
+    st.fixed_dictionaries({"boolValue": st.booleans()}),
+    st.fixed_dictionaries({"arrayValue": st.just({"values": [{"intValue": "1"}]})}),
+    st.fixed_dictionaries({"kvlistValue": st.just({"values": [{"key": "a", "value": {}}]})}),
+    st.just({}),
+)
+_good_attr = st.fixed_dictionaries(
+    {
+        "key": st.sampled_from(
+            [
+                "hoptrace.stage",
+                "k",
+                "gen_ai.response.time_to_first_chunk",
+                "gen_ai.latency.time_to_first_token",
+            ]
+        ),
+        "value": _good_value,
+    }
+)
+#: Well-formed spans as exporters write them (the typed path takes these).
+_good_span = st.fixed_dictionaries(
+    {
+        "traceId": st.sampled_from(["a" * 32, "1" * 32, "0af7651916cd43dd8448eb211c80319c"]),
+        "spanId": st.text(_HEX, min_size=16, max_size=16),
+        "startTimeUnixNano": _valid_time.map(str),
+        "endTimeUnixNano": _valid_time.map(lambda t: str(t + 10)),
+    },
+    optional={
+        "parentSpanId": st.sampled_from(["b" * 16, "2" * 16, ""]),
+        "kind": st.one_of(st.integers(0, 5), st.sampled_from(["SPAN_KIND_CLIENT", "server"])),
+        "name": st.text(max_size=3),
+        "attributes": st.lists(_good_attr, max_size=4),
+        "events": st.lists(_event.filter(lambda e: isinstance(e, dict)), max_size=3),
+        "status": st.fixed_dictionaries({}, optional={"code": st.integers(0, 2)}),
+        "droppedAttributesCount": st.integers(0, 3),
+    },
+)
+
+_resource = st.one_of(
+    st.none(),
+    st.just({}),
+    st.fixed_dictionaries(
+        {
+            "attributes": st.lists(
+                st.fixed_dictionaries(
+                    {"key": st.sampled_from(["service.name", "host"]), "value": _value}
+                ),
+                max_size=2,
+            )
+        }
+    ),
+)
+_scopes_key = st.sampled_from(["scopeSpans", "scopeSpans", "instrumentationLibrarySpans"])
+
+
+@st.composite
+def _lines(draw) -> bytes:
+    resources = []
+    for _ in range(draw(st.integers(0, 2))):
+        rs: dict = {
+            draw(_scopes_key): [
+                {
+                    "scope": {"name": "x"},
+                    "spans": draw(st.lists(_good_span | _good_span | _span, max_size=4)),
+                }
+                for _ in range(draw(st.integers(0, 2)))
+            ]
+        }
+        resource = draw(_resource)
+        if resource is not None:
+            rs["resource"] = resource
+        resources.append(rs)
+    # json.dumps: ints past 64 bits and odd floats are written as they are.
+    return json.dumps({"resourceSpans": resources}).encode()
+
+
+def _general(line: bytes) -> tuple[list, Warnings]:
+    warnings = Warnings()
+    return list(spans_from_otlp_json(orjson.loads(line), warnings)), warnings
+
+
+@settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_lines())
+def test_typed_lines_equal_the_general_path_or_step_aside(line):
+    typed = spans_from_otlp_line(line)
+    try:
+        general, warnings = _general(line)
+    except orjson.JSONDecodeError:
+        assert typed is None
+        return
+    if typed is not None:
+        assert typed == general
+        assert [type(s.kind) for s in typed] == [type(s.kind) for s in general]
+        assert not warnings.any, "the typed path kept a line the general path warns about"
+
+
+def test_well_formed_lines_take_the_typed_path():
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "parentSpanId": "00f067aa0ba902b7",
+        "name": "chat gpt-4o",
+        "kind": 3,
+        "startTimeUnixNano": "1750000000000000000",
+        "endTimeUnixNano": "1750000001000000000",
+        "attributes": [
+            {"key": "hoptrace.stage", "value": {"stringValue": "inference"}},
+            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "12"}},
+            {"key": "gen_ai.response.time_to_first_chunk", "value": {"doubleValue": 0.25}},
+            {"key": "flags", "value": {"arrayValue": {"values": [{"boolValue": True}]}}},
+        ],
+        "events": [
+            {"name": "hoptrace.first_token", "timeUnixNano": "1750000000300000000"},
+            {"name": "QUEUE_START", "timeUnixNano": "1750000000100000000"},
+        ],
+        "links": [{"traceId": "1" * 32, "spanId": "2" * 16}],
+        "status": {"code": 2, "message": "boom"},
+    }
+    line = json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {
+                        "attributes": [{"key": "service.name", "value": {"stringValue": "app"}}]
+                    },
+                    "scopeSpans": [{"scope": {"name": "openai"}, "spans": [span]}],
+                }
+            ]
+        }
+    ).encode()
+    typed = spans_from_otlp_line(line)
+    assert typed is not None
+    (s,) = typed
+    assert typed == _general(line)[0]
+    assert (s.service, s.name, s.kind, s.stage, s.status) == (
+        "app",
+        "chat gpt-4o",
+        3,
+        "inference",
+        2,
+    )
+    # The earliest mark: the time-to-first-chunk attribute (0.25 s) before the event.
+    assert s.first_token_ns == 1_750_000_000_250_000_000
+    assert s.attributes["gen_ai.usage.input_tokens"] == 12
+    assert s.attributes["flags"] == [True]
+    assert s.attributes["hoptrace.event_ns.QUEUE_START"] == 1_750_000_000_100_000_000
+
+
+def test_other_shapes_and_odd_spans_step_aside():
+    jaeger = b'{"data": [{"traceID": "a", "spans": [], "processes": {}}]}'
+    upper = json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                {
+                                    "traceId": "A" * 32,
+                                    "spanId": "b" * 16,
+                                    "startTimeUnixNano": 1,
+                                    "endTimeUnixNano": 2,
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ]
+        }
+    ).encode()
+    for line in (jaeger, upper, b"", b"   \n", b"{not json", b"[1, 2]"):
+        assert spans_from_otlp_line(line) is None
+    # add_line then reads them the general way: the upper-case id is normalised.
+    sink = TraceSet()
+    assert add_line(upper, sink, "f") == LINE_GOOD
+    assert list(sink.traces) == ["a" * 32]
+    assert add_line(b"{not json", sink, "f") == LINE_BAD
+    assert add_line(b"[1, 2]", sink, "f") == LINE_UNKNOWN
