@@ -13,7 +13,7 @@ __all__ = ["GROUP_BY", "TraceBreakdown", "break_down", "group_key"]
 GROUP_BY = ("stage", "service", "operation")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is built ~7x slower, once a trace
 class TraceBreakdown:
     """Where one trace's end-to-end time went. Durations in nanoseconds.
 
