@@ -2,8 +2,10 @@
 
 Two chains run at once on loopback, one with the OpenTelemetry SDK on in every service
 and one with ``OTEL_SDK_DISABLED=true``; a plain, untraced client sends them the same
-streamed requests in interleaved pairs of runs (traced first in one pair, untraced
-first in the next), so drifts of a shared, noisy machine fall on both. The cost is the
+streamed requests, so drifts of a shared, noisy machine fall on both: at concurrency 1
+request by request, alternating (ABBA) between the chains, in rounds ("pairs") whose
+spread shows the noise; at higher concurrency in interleaved pairs of runs (traced
+first in one pair, untraced first in the next). The cost is the
 difference of the two runs' latency percentiles, per request and per hop (the
 gateway, app and model each add one server), and at concurrency > 1 the throughput
 the traced chain loses. Spans go to the embedded collector, or with ``sink="ack"`` to
@@ -29,7 +31,15 @@ import numpy as np
 
 from demo_app.chain import Chain
 
-__all__ = ["HOPS", "Overhead", "PairResult", "ack_receiver", "measure_overhead", "stream_requests"]
+__all__ = [
+    "HOPS",
+    "Overhead",
+    "PairResult",
+    "ack_receiver",
+    "alternate_requests",
+    "measure_overhead",
+    "stream_requests",
+]
 
 #: Services a request passes through, each with its own tracing.
 HOPS = 3
@@ -142,6 +152,37 @@ def ack_receiver(on_export: Callable[[int], None] | None = None) -> Iterator[str
         loop.close()
 
 
+async def _one(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> float:
+    """One streamed request, read to its end: its latency (ms)."""
+    started = time.perf_counter()
+    async with client.stream("POST", url, json=_BODY, headers=headers) as resp:
+        async for _ in resp.aiter_raw():
+            pass
+        if resp.status_code != 200:
+            raise RuntimeError(f"the chain answered {resp.status_code}")
+    return (time.perf_counter() - started) * 1000
+
+
+async def alternate_requests(targets: list[tuple[str, str]], requests: int) -> list[list[float]]:
+    """Latencies (ms) of ``requests`` streamed requests to each (url, key) target, one at
+    a time, alternating request by request (ABBA: A first in one round, B in the next),
+    so that whatever else the machine does falls on both within milliseconds."""
+    latencies: list[list[float]] = [[] for _ in targets]
+    limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+    clients = [httpx.AsyncClient(timeout=60, limits=limits) for _ in targets]
+    try:
+        for n in range(requests):
+            order = range(len(targets)) if n % 2 == 0 else reversed(range(len(targets)))
+            for i in order:
+                url, key = targets[i]
+                headers = {"authorization": f"Bearer {key}"}
+                latencies[i].append(await _one(clients[i], url, headers))
+    finally:
+        for client in clients:
+            await client.aclose()
+    return latencies
+
+
 async def stream_requests(
     url: str, key: str, requests: int, concurrency: int
 ) -> tuple[list[float], float]:
@@ -156,13 +197,7 @@ async def stream_requests(
             nonlocal left
             while left > 0:
                 left -= 1
-                started = time.perf_counter()
-                async with client.stream("POST", url, json=_BODY, headers=headers) as resp:
-                    async for _ in resp.aiter_raw():
-                        pass
-                    if resp.status_code != 200:
-                        raise RuntimeError(f"the chain answered {resp.status_code}")
-                latencies.append((time.perf_counter() - started) * 1000)
+                latencies.append(await _one(client, url, headers))
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -207,25 +242,44 @@ def measure_overhead(
                 asyncio.run(stream_requests(url, chain.api_key, warmup, concurrency))
             results = []
             for n in range(pairs):
-                order = ["traced", "untraced"] if n % 2 == 0 else ["untraced", "traced"]
-                got = {}
                 cpu: dict[str, float | None] = {}
-                for name in order:
-                    chain = chains[name]
-                    before = _cpu_s(chain)
-                    got[name] = asyncio.run(
-                        stream_requests(
-                            chain.base_url + "/chat/completions",
-                            chain.api_key,
+                before = {name: _cpu_s(chain) for name, chain in chains.items()}
+                if concurrency == 1:
+                    # One request at a time: alternate the chains request by request.
+                    started = time.perf_counter()
+                    lat = asyncio.run(
+                        alternate_requests(
+                            [
+                                (c.base_url + "/chat/completions", c.api_key)
+                                for c in chains.values()
+                            ],
                             requests,
-                            concurrency,
-                        )  # fmt: skip
+                        )
                     )
-                    after = _cpu_s(chain)
-                    cpu[name] = (
-                        None if before is None or after is None
-                        else (after - before) / requests * 1000
-                    )  # fmt: skip
+                    wall = time.perf_counter() - started
+                    # Each chain's share of the wall time: its own requests' latencies.
+                    got = {
+                        name: (lat[i], wall * sum(lat[i]) / (sum(lat[0]) + sum(lat[1])))
+                        for i, name in enumerate(chains)
+                    }
+                else:
+                    order = ["traced", "untraced"] if n % 2 == 0 else ["untraced", "traced"]
+                    got = {}
+                    for name in order:
+                        chain = chains[name]
+                        before[name] = _cpu_s(chain)
+                        got[name] = asyncio.run(
+                            stream_requests(
+                                chain.base_url + "/chat/completions",
+                                chain.api_key,
+                                requests,
+                                concurrency,
+                            )  # fmt: skip
+                        )
+                        cpu[name] = _per_request(before[name], _cpu_s(chain), requests)
+                for name, chain in chains.items():
+                    if name not in cpu:
+                        cpu[name] = _per_request(before[name], _cpu_s(chain), requests)
                 (t_lat, t_wall), (u_lat, u_wall) = got["traced"], got["untraced"]
                 t50, t90 = np.percentile(t_lat, [50, 90])
                 u50, u90 = np.percentile(u_lat, [50, 90])
@@ -244,6 +298,10 @@ def measure_overhead(
                 if progress is not None:
                     progress(n + 1, pairs)
     return Overhead(concurrency, requests, sink, tuple(results), len(received))
+
+
+def _per_request(before: float | None, after: float | None, requests: int) -> float | None:
+    return None if before is None or after is None else (after - before) / requests * 1000
 
 
 def _cpu_s(chain: Chain) -> float | None:
