@@ -86,7 +86,9 @@ _status = st.one_of(
         {},
         optional={
             "code": st.one_of(
-                st.integers(-1, 3), st.sampled_from(["STATUS_CODE_ERROR", "x"]), st.none()
+                st.integers(-1, 3),
+                st.sampled_from(["STATUS_CODE_ERROR", "x", 2.0, 1.5, True]),
+                st.none(),
             )
         },
     ),
@@ -114,6 +116,7 @@ _span = st.fixed_dictionaries(
             st.sampled_from(["SPAN_KIND_CLIENT", "server", "3"]),
             st.none(),
             st.booleans(),
+            st.sampled_from([3.0, 2.5, -1.0]),
         ),
         "name": st.one_of(st.text(max_size=3), st.none(), st.integers()),
         "attributes": st.one_of(st.lists(_attr, max_size=4), st.none(), st.just({})),

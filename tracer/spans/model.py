@@ -32,8 +32,11 @@ _KIND_NAMES = {
 
 
 def kind_from_name(value: Any) -> int:
-    """OTLP span kind (0..5) from an int, ``"client"`` or ``"SPAN_KIND_CLIENT"``."""
-    if isinstance(value, int) and 0 <= value <= 5:
+    """OTLP span kind (0..5) from an int, ``"client"`` or ``"SPAN_KIND_CLIENT"``; a JSON
+    number written as ``3.0`` is 3, a boolean or anything else unspecified (0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if type(value) is int and 0 <= value <= 5:
         return value
     if isinstance(value, str):
         if value.isdecimal():

@@ -368,8 +368,10 @@ def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span 
 
 
 def _status_code(code: Any) -> int:
-    if isinstance(code, int):
+    if type(code) is int:
         return code
+    if isinstance(code, float) and code.is_integer():
+        return int(code)
     if isinstance(code, str):
         return {"STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}.get(code.upper(), 0)
     return 0
