@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.analysis.standins import TempoStandIn, recent_traces
 from tests.helpers import hoptrace, skip_or_fail, write_otlp_lines
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis import _dask, analyze, analyze_sources, load, render
@@ -311,7 +312,46 @@ def test_sources_the_engine_does_not_cover_are_read_here_with_a_notice(tmp_path,
     kept, traces = analyze_sources([str(path)], engine="dask", keep_traces=True, listener=listener)
     assert traces is not None and kept.traces == 10
     assert listener.found_lines == [
-        "--engine dask runs on OTLP JSON-lines files and the span store; these sources "
-        "(or this command's options) are read in this process"
+        "--engine dask runs on OTLP JSON-lines files, the span store and a Grafana Tempo "
+        "URL; these sources (or this command's options) are read in this process"
     ]
     assert _json(kept) == _json(analyze_sources([str(path)])[0])
+
+
+@pytest.mark.integration
+def test_a_tempo_search_is_fetched_and_attributed_on_the_workers_like_the_local_engine(
+    scheduler,
+):
+    # 70 traces in tasks of 20 (four tasks on two worker processes); two the search
+    # finds cannot be fetched (a 503 and a 404): counted once, as the local loader does.
+    traces = recent_traces(70)
+    tempo = TempoStandIn()
+    for spans in traces:
+        tempo.put(spans)
+    ids = [t[0].trace_id for t in traces]
+    tempo.failures.update({ids[5]: "503", ids[40]: "gone"})
+    with tempo.running():
+        local = analyze_sources([tempo.url], limit=80)[0]
+        fetched_locally = len(tempo.paths("/api/v2/traces/"))
+        listener = _Listener()
+        phases = _Heard()
+        on_dask = _dask.analyze_tempo(
+            tempo.url,
+            "stage",
+            None,
+            progress=phases,
+            limit=80,
+            scheduler=scheduler,
+            per_task=20,
+        )
+        via_sources = analyze_sources(
+            [tempo.url], limit=80, engine="dask", scheduler=scheduler, listener=listener
+        )[0]
+    assert fetched_locally == 70
+    assert len(tempo.paths("/api/v2/traces/")) == 3 * 70  # every trace fetched on each path
+    assert local.traces == 68
+    assert _json(on_dask) == _json(local) == _json(via_sources)
+    (note,) = [m for m in on_dask.warnings.messages if "could not be read" in m]
+    assert note.startswith(f"Tempo at {tempo.url}: 2 of 70 traces could not be read")
+    assert phases[-1] == ("fetching", 70, 70)
+    assert listener.found_lines == [f"{tempo.url} is Grafana Tempo 2.8.1"]

@@ -12,6 +12,15 @@ Dask tasks for partitions:
   into tasks by a hash of the id, each task reads again the lines of its traces' parts
   and attributes them whole, and returns a small table. The client merges those and
   aggregates. Every worker must read the files at the paths the client was given.
+- **A Grafana Tempo URL** is searched once, by the client, exactly as the local
+  engine searches it (so the same traces are read); the trace ids found are cut into
+  tasks of about :data:`FETCH_PER_TASK`, and each task fetches its traces by id
+  (:data:`~tracer.analysis.loaders._http.FETCH_CONCURRENCY` at a time, as the local
+  loader does) and attributes them on its worker: fetching, decoding and attribution
+  run on every worker at once. The traces that could not be read are counted as one
+  loader would. (A Jaeger search answers with the traces themselves, so a Jaeger URL
+  is read in the client; cutting its search into time windows would read other traces
+  than the local engine's ``--limit`` does.)
 - **The span store** is cut into trace-id ranges (``lo <= trace_id < hi``, cut where a
   sample of rows spread over the store falls); one task streams each range. A trace
   id falls in one range, so nothing straddles.
@@ -45,14 +54,25 @@ from tracer.analysis._stream import (
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.breakdown import GROUP_BY
+from tracer.analysis.loaders._http import Fetched
 from tracer.analysis.prepare import PreparedTrace, StageMap
-from tracer.analysis.traceset import TraceFilter
+from tracer.analysis.traceset import TraceFilter, TraceSet
 from tracer.spans.model import Warnings
 
-__all__ = ["DASK_MISSING", "PARTITION_BYTES", "analyze_files", "analyze_store", "connect"]
+__all__ = [
+    "DASK_MISSING",
+    "FETCH_PER_TASK",
+    "PARTITION_BYTES",
+    "analyze_files",
+    "analyze_store",
+    "analyze_tempo",
+    "connect",
+]
 
 #: Bytes of a file partition (more partitions than workers keeps every worker busy).
 PARTITION_BYTES = 64 * 1024 * 1024
+#: Traces one task fetches from Tempo by id.
+FETCH_PER_TASK = 250
 #: Store partitions per worker thread.
 STORE_PARTS_PER_WORKER = 4
 
@@ -318,3 +338,87 @@ def analyze_store(
             table.merge(part)
             loaded.merge(warnings)
         return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
+
+
+def _read_tempo(
+    url: str, ids: list[str], first_seq: int, how: How
+) -> tuple[TraceTable, Warnings, list[Fetched]]:
+    """A task: fetch these traces from Tempo by id and attribute them (on a worker); the
+    ones that could not be read are returned for the client to count."""
+    from tracer.analysis.loaders.tempo import fetch_tempo
+
+    found = TraceSet()
+    problems = fetch_tempo(url, found, ids)
+    attribute = _attributor(how)
+    place = {tid: first_seq + n for n, tid in enumerate(ids)}  # the search's order
+    with gc_paused():
+        for trace_id in sorted(found.traces, key=place.__getitem__):
+            attribute(trace_id, found.traces[trace_id], place[trace_id], 0)
+    return attribute.table, found.warnings, problems
+
+
+def analyze_tempo(
+    url: str,
+    group_by: str,
+    stage_map: StageMap | None,
+    selection: TraceFilter | None = None,
+    progress: Progress | None = None,
+    *,
+    service: str | None = None,
+    operation: str | None = None,
+    query: str | None = None,
+    lookback_s: float = 3600.0,
+    limit: int | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    per_task: int = FETCH_PER_TASK,
+    split_by: str | None = None,
+    projection: Callable[[PreparedTrace], Projected] | None = None,
+    exact_traces: int | None = None,
+) -> Analysis:
+    """Search the Tempo at ``url`` here and fetch and attribute the traces found on Dask
+    (see the module docstring); the search keywords as in
+    :func:`~tracer.analysis.loaders.tempo.load_tempo`, the rest as in
+    :func:`analyze_files`. ``progress`` hears ``("fetching", traces done, traces)``.
+
+    Raises:
+        ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
+        SourceError: Tempo does not answer, or refuses the search.
+        NoUsableDataError: no trace could be analysed.
+        HoptraceError: a task failed.
+    """
+    from tracer.analysis.loaders._http import note_problems
+    from tracer.analysis.loaders.tempo import search_tempo
+
+    if group_by not in GROUP_BY:
+        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
+    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
+    loaded = TraceSet()
+    ids = search_tempo(
+        url,
+        loaded.warnings,
+        service=service,
+        operation=operation,
+        query=query,
+        lookback_s=lookback_s,
+        limit=limit,
+    )
+    table = TraceTable()
+    problems: list[Fetched] = []
+    if ids:
+        with connect(scheduler, workers) as client:
+            tasks = max(_threads(client), -(-len(ids) // max(1, per_task)))
+            step = -(-len(ids) // tasks)
+            chunks = [ids[i : i + step] for i in range(0, len(ids), step)]
+            starts = list(range(0, len(ids), step))
+            futures = client.map(
+                _read_tempo, [url] * len(chunks), chunks, starts, how=how, pure=False
+            )
+            results = _gather(client, futures, [len(c) for c in chunks], progress, "fetching")
+        with gc_paused():
+            for part, warnings, bad in results:  # in the search's order
+                table.merge(part)
+                loaded.warnings.merge(warnings)
+                problems.extend(bad)
+    note_problems(loaded, problems, f"Tempo at {url.rstrip('/')}", len(ids))
+    return aggregate_table(table, group_by, loaded.warnings, table.tally(), exact_traces)

@@ -25,7 +25,8 @@ __all__ = ["ENGINES", "Progress", "analyze_sources", "exemplar_traces"]
 
 #: ``progress(phase, done, total)``: phase ``"reading"`` with bytes, then ``"attributing"``
 #: (the Dask engine: files then ``"joining"`` with the number of traces that had several
-#: parts; the store ``"attributing"`` with trace-id ranges done).
+#: parts; the store ``"attributing"`` with trace-id ranges done; a Tempo URL
+#: ``"fetching"`` with traces fetched and attributed).
 Progress = Callable[[str, int, int], None]
 
 #: Where files and the store are analysed: forked processes here, or a Dask cluster.
@@ -72,8 +73,9 @@ def analyze_sources(
 
     ``engine="dask"`` streams OTLP JSON-lines files (any size) and the span store on
     the Dask scheduler at ``scheduler`` (``tcp://host:port``), or on a local cluster
-    of ``workers`` processes started for the call (``docs/scaling.md``); other sources
-    are read in this process, and ``listener`` is told so.
+    of ``workers`` processes started for the call (``docs/scaling.md``), and fetches
+    and attributes the traces a search of one Grafana Tempo URL finds on it; other
+    sources are read in this process, and ``listener`` is told so.
 
     Returns:
         The analysis, and the loaded traces (None when the parallel path ran).
@@ -103,9 +105,31 @@ def analyze_sources(
         if result is not None:
             return result, None
     if engine == "dask":
+        if not keep_traces and len(sources) == 1 and is_url(str(sources[0])):
+            tempo = _tempo_on_dask(
+                str(sources[0]),
+                backend,
+                listener,
+                since,
+                group_by=group_by,
+                stage_map=stage_map,
+                selection=TraceFilter(service, operation, run, _since_ns(since)),
+                progress=progress,
+                service=service,
+                operation=operation,
+                query=query,
+                limit=limit,
+                scheduler=scheduler,
+                workers=workers,
+                split_by=split_by,
+                projection=projection,
+                exact_traces=exact_traces,
+            )
+            if tempo is not None:
+                return tempo, None
         listener.found(
-            "--engine dask runs on OTLP JSON-lines files and the span store; these "
-            "sources (or this command's options) are read in this process"
+            "--engine dask runs on OTLP JSON-lines files, the span store and a Grafana "
+            "Tempo URL; these sources (or this command's options) are read in this process"
         )
     traces = load(
         list(sources),
@@ -127,6 +151,25 @@ def analyze_sources(
         exact_traces=exact_traces,
     )
     return result, traces
+
+
+def _tempo_on_dask(
+    url: str,
+    backend: str,
+    listener: Listener,
+    since: str | None,
+    **kwargs: Any,
+) -> Analysis | None:
+    """A Tempo URL on Dask (searched here, fetched and attributed on the workers,
+    :func:`~tracer.analysis._dask.analyze_tempo` with ``kwargs``), or None when ``url``
+    is Jaeger."""
+    from tracer.analysis import _dask
+    from tracer.analysis.loaders.url import resolve_backend
+
+    if resolve_backend(url, backend, listener) != "tempo":
+        return None
+    lookback_s = parse_duration(since) if since else 3600.0
+    return _dask.analyze_tempo(url, lookback_s=lookback_s, **kwargs)
 
 
 def _since_ns(since: str | None) -> int | None:

@@ -64,6 +64,8 @@ def _analyze(
         def show(phase: str, done: int, total: int) -> None:
             if phase == "reading":
                 bar.update(task, completed=done, total=total)
+            elif phase == "fetching":  # traces fetched from a backend by Dask workers
+                notices.fetched(done, total)
             else:
                 bar.update(task, description="attributing traces")
 

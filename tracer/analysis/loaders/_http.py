@@ -29,6 +29,7 @@ __all__ = [
     "Listener",
     "PROGRESS_AFTER",
     "QUIET",
+    "add_each",
     "add_fetched",
     "answer",
     "error_text",
@@ -36,6 +37,7 @@ __all__ = [
     "get",
     "http_client",
     "json_of",
+    "note_problems",
     "trace_ids_of",
 ]
 
@@ -183,6 +185,16 @@ def add_fetched(
 
     ``check`` looks at each good answer first (to note a partial trace, say).
     """
+    note_problems(traceset, add_each(traceset, results, origin, check), origin, total)
+
+
+def add_each(
+    traceset: TraceSet,
+    results: Iterator[Fetched],
+    origin: str,
+    check: Callable[[Fetched], None] | None = None,
+) -> list[Fetched]:
+    """Add each fetched trace to ``traceset``: the ones that could not be read."""
     problems: list[Fetched] = []
     for item in results:
         if item.problem is None:
@@ -194,6 +206,11 @@ def add_fetched(
                 continue
             item = Fetched(item.trace_id, problem="without spans")
         problems.append(item)
+    return problems
+
+
+def note_problems(traceset: TraceSet, problems: list[Fetched], origin: str, total: int) -> None:
+    """Count the traces that could not be read and say why, in one line."""
     if not problems:
         return
     traceset.warnings.skipped_traces += len(problems)

@@ -27,20 +27,21 @@ from tracer.analysis.loaders._http import (
     QUIET,
     Fetched,
     Listener,
-    add_fetched,
+    add_each,
     answer,
     error_text,
     fetch_each,
     get,
     http_client,
     json_of,
+    note_problems,
     trace_ids_of,
 )
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 from tracer.spans.otlp import normalize_id
 
-__all__ = ["TEMPO_DEFAULT_LIMIT", "load_tempo", "traceql"]
+__all__ = ["TEMPO_DEFAULT_LIMIT", "fetch_tempo", "load_tempo", "search_tempo", "traceql"]
 
 #: What Tempo's search returns when no limit is asked for (``default_result_limit``).
 TEMPO_DEFAULT_LIMIT = 20
@@ -90,26 +91,72 @@ def load_tempo(
     Raises:
         SourceError: Tempo does not answer, or refuses the search.
     """
-    base = base_url.rstrip("/")
+    if trace_ids is None:
+        ids = search_tempo(
+            base_url,
+            traceset.warnings,
+            service=service,
+            operation=operation,
+            query=query,
+            lookback_s=lookback_s,
+            limit=limit,
+            timeout_s=timeout_s,
+        )
+    else:
+        ids = trace_ids_of(trace_ids)
+    problems = fetch_tempo(base_url, traceset, ids, listener, timeout_s)
+    note_problems(traceset, problems, f"Tempo at {base_url.rstrip('/')}", len(ids))
+
+
+def search_tempo(
+    base_url: str,
+    warnings: Warnings,
+    *,
+    service: str | None = None,
+    operation: str | None = None,
+    query: str | None = None,
+    lookback_s: float = 3600.0,
+    limit: int | None = None,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """The ids of the traces a search finds, the most recent first (as :func:`load_tempo`
+    searches); what was cut or could not be asked goes to ``warnings``.
+
+    Raises:
+        SourceError: Tempo does not answer, or refuses the search.
+    """
+    q = query or traceql(service, operation)
+    want = limit or DEFAULT_LIMIT
     with http_client(timeout_s) as client:
-        if trace_ids is None:
-            q = query or traceql(service, operation)
-            want = limit or DEFAULT_LIMIT
-            ids = _search(client, base, q, lookback_s, want, limit is not None, traceset.warnings)
-        else:
-            ids = trace_ids_of(trace_ids)
-        paths = _Paths()
+        return _search(
+            client, base_url.rstrip("/"), q, lookback_s, want, limit is not None, warnings
+        )
 
-        def partial(item: Fetched) -> None:
-            body = item.body
-            if isinstance(body, dict) and body.get("status") == "PARTIAL":
-                traceset.warnings.note(
-                    f"Tempo returned trace {item.trace_id} in part: "
-                    f"{str(body.get('message') or 'PARTIAL')[:200]}"
-                )
 
-        results = fetch_each(ids, lambda tid: _fetch(client, base, tid, paths), listener)
-        add_fetched(traceset, results, f"Tempo at {base}", len(ids), partial)
+def fetch_tempo(
+    base_url: str,
+    traceset: TraceSet,
+    trace_ids: list[str],
+    listener: Listener = QUIET,
+    timeout_s: float = 30.0,
+) -> list[Fetched]:
+    """Fetch each trace by id into ``traceset``: the ones that could not be read (for
+    :func:`~tracer.analysis.loaders._http.note_problems`). A trace Tempo returns in
+    part is noted in ``traceset``'s warnings."""
+    base = base_url.rstrip("/")
+    paths = _Paths()
+
+    def partial(item: Fetched) -> None:
+        body = item.body
+        if isinstance(body, dict) and body.get("status") == "PARTIAL":
+            traceset.warnings.note(
+                f"Tempo returned trace {item.trace_id} in part: "
+                f"{str(body.get('message') or 'PARTIAL')[:200]}"
+            )
+
+    with http_client(timeout_s) as client:
+        results = fetch_each(trace_ids, lambda tid: _fetch(client, base, tid, paths), listener)
+        return add_each(traceset, results, f"Tempo at {base}", partial)
 
 
 def _search(
