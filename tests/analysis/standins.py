@@ -128,6 +128,9 @@ class StandIn:
     #: trace id -> answers of 404 before the trace is there (spans still arriving)
     arrives_after: dict[str, int] = field(default_factory=dict)
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    #: headers every request must carry (a tenant, credentials), else 401 as Tempo's
+    #: and Jaeger's auth middleware answer (dskit: "no org id" for a missing tenant)
+    required_headers: dict[str, str] = field(default_factory=dict)
     url: str = ""
     _release: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -169,7 +172,14 @@ class StandIn:
                 parts = urlsplit(self.path)
                 params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
                 standin.requests.append((parts.path, params))
-                result = standin.answer(parts.path, params)
+                missing = [
+                    k for k, v in standin.required_headers.items() if self.headers.get(k) != v
+                ]
+                result = (
+                    (401, "text/plain; charset=utf-8", b"no org id\n")
+                    if missing
+                    else standin.answer(parts.path, params)
+                )
                 if result is _HANG:
                     standin._release.wait()
                     return

@@ -6,6 +6,7 @@ Every test talks HTTP to a stand-in on 127.0.0.1 that answers as Tempo does
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -245,3 +246,36 @@ def test_the_cli_says_it_found_tempo_and_reports_what_the_limit_cut():
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "answered 400 to the search '{ span.x > }': invalid TraceQL query" in bad.stderr
+
+
+def test_credentials_in_the_url_and_tenant_headers_reach_tempo_and_stay_out_of_messages(
+    tmp_path, monkeypatch
+):
+    traces = recent_traces(6)
+    reference = analyze(load([otlp_file(tmp_path, traces)]))
+    basic = "Basic " + base64.b64encode(b"reader:s3cret").decode()
+    tempo = _tempo(traces)
+    tempo.required_headers = {"X-Scope-OrgID": "acme", "Authorization": basic}
+    monkeypatch.setenv("HOPTRACE_BACKEND_HEADERS", "X-Scope-OrgID=acme")
+    with tempo.running():
+        url = tempo.url.replace("http://", "http://reader:s3cret@")
+        listener = Recorder()
+        result = analyze(load([url], listener=listener))
+        assert numbers_of(result) == numbers_of(reference)
+        assert listener.found_lines == [f"{tempo.url} is Grafana Tempo 2.8.1"]
+        # Without the tenant, Tempo's 401 is one line, and the password is not in it.
+        monkeypatch.delenv("HOPTRACE_BACKEND_HEADERS")
+        with pytest.raises(SourceError) as refused:
+            load([url], backend="tempo")
+        assert "401" in str(refused.value) and "s3cret" not in str(refused.value)
+        for backend in ("tempo", "auto"):  # the search refused; the probe refused
+            out = hoptrace("analyze", url, "--backend", backend)
+            assert out.returncode == 2 and "s3cret" not in out.stderr + out.stdout
+            (line,) = out.stderr.strip().splitlines()
+            assert "401" in line and "HOPTRACE_BACKEND_HEADERS" in line
+
+
+def test_a_malformed_backend_headers_setting_is_a_config_error(monkeypatch):
+    monkeypatch.setenv("HOPTRACE_BACKEND_HEADERS", "X-Scope-OrgID acme")
+    with pytest.raises(ConfigError, match="HOPTRACE_BACKEND_HEADERS must be name=value"):
+        load(["http://127.0.0.1:9"])

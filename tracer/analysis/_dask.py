@@ -341,14 +341,14 @@ def analyze_store(
 
 
 def _read_tempo(
-    url: str, ids: list[str], first_seq: int, how: How
+    url: str, ids: list[str], first_seq: int, how: How, headers: dict[str, str]
 ) -> tuple[TraceTable, Warnings, list[Fetched]]:
     """A task: fetch these traces from Tempo by id and attribute them (on a worker); the
     ones that could not be read are returned for the client to count."""
     from tracer.analysis.loaders.tempo import fetch_tempo
 
     found = TraceSet()
-    problems = fetch_tempo(url, found, ids)
+    problems = fetch_tempo(url, found, ids, headers=headers)
     attribute = _attributor(how)
     place = {tid: first_seq + n for n, tid in enumerate(ids)}  # the search's order
     with gc_paused():
@@ -387,12 +387,14 @@ def analyze_tempo(
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a task failed.
     """
-    from tracer.analysis.loaders._http import note_problems
+    from tracer.analysis.loaders._http import backend_access, note_problems
     from tracer.analysis.loaders.tempo import search_tempo
 
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
+    # Credentials and HOPTRACE_BACKEND_HEADERS are read here and sent to the tasks.
+    url, headers = backend_access(url)
     loaded = TraceSet()
     ids = search_tempo(
         url,
@@ -402,6 +404,7 @@ def analyze_tempo(
         query=query,
         lookback_s=lookback_s,
         limit=limit,
+        headers=headers,
     )
     table = TraceTable()
     problems: list[Fetched] = []
@@ -412,7 +415,13 @@ def analyze_tempo(
             chunks = [ids[i : i + step] for i in range(0, len(ids), step)]
             starts = list(range(0, len(ids), step))
             futures = client.map(
-                _read_tempo, [url] * len(chunks), chunks, starts, how=how, pure=False
+                _read_tempo,
+                [url] * len(chunks),
+                chunks,
+                starts,
+                how=how,
+                headers=headers,
+                pure=False,
             )
             results = _gather(client, futures, [len(c) for c in chunks], progress, "fetching")
         with gc_paused():

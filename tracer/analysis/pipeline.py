@@ -164,9 +164,11 @@ def _tempo_on_dask(
     :func:`~tracer.analysis._dask.analyze_tempo` with ``kwargs``), or None when ``url``
     is Jaeger."""
     from tracer.analysis import _dask
+    from tracer.analysis.loaders._http import backend_access
     from tracer.analysis.loaders.url import resolve_backend
 
-    if resolve_backend(url, backend, listener) != "tempo":
+    plain, headers = backend_access(url)
+    if resolve_backend(plain, backend, listener, headers) != "tempo":
         return None
     lookback_s = parse_duration(since) if since else 3600.0
     return _dask.analyze_tempo(url, lookback_s=lookback_s, **kwargs)

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from tracer._errors import ConfigError
-from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url
+from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 
 __all__ = [
     "FORMATS",
@@ -253,7 +253,7 @@ def busy(sources: tuple[str, ...], what: str) -> Iterator[_Notices]:
 
 def source_label(sources: tuple[str, ...]) -> str:
     """How a report names its sources."""
-    return ", ".join(sources) if sources else "the default span store"
+    return ", ".join(map(shown, sources)) if sources else "the default span store"
 
 
 store_option = click.option(

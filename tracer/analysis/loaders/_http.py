@@ -8,16 +8,20 @@ warnings (``skipped_traces`` and one message per source), and the rest are read.
 
 from __future__ import annotations
 
+import base64
 import concurrent.futures as cf
+import os
+import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import httpx
 import orjson
 
-from tracer._errors import SourceError
+from tracer._errors import ConfigError, SourceError
 from tracer.analysis.loaders.files import add_object
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.otlp import normalize_id
@@ -25,6 +29,7 @@ from tracer.spans.otlp import normalize_id
 __all__ = [
     "DEFAULT_LIMIT",
     "FETCH_CONCURRENCY",
+    "HEADERS_ENV",
     "Fetched",
     "Listener",
     "PROGRESS_AFTER",
@@ -32,6 +37,8 @@ __all__ = [
     "add_each",
     "add_fetched",
     "answer",
+    "auth_hint",
+    "backend_access",
     "error_text",
     "fetch_each",
     "get",
@@ -73,13 +80,63 @@ class _Quiet:
 QUIET: Listener = _Quiet()
 
 
-def http_client(timeout_s: float = TIMEOUT_S) -> httpx.Client:
-    """A client for one backend: JSON answers, at most :data:`FETCH_CONCURRENCY` connections."""
+#: Headers for every request to a trace backend (a tenant, a token): ``name=value``
+#: pairs separated by commas, values percent-encoded, as ``OTEL_EXPORTER_OTLP_HEADERS``.
+HEADERS_ENV = "HOPTRACE_BACKEND_HEADERS"
+
+
+def http_client(
+    timeout_s: float = TIMEOUT_S, headers: dict[str, str] | None = None
+) -> httpx.Client:
+    """A client for one backend: JSON answers, at most :data:`FETCH_CONCURRENCY`
+    connections, ``headers`` (from :func:`backend_access`) on every request."""
     return httpx.Client(
         timeout=timeout_s,
         limits=httpx.Limits(max_connections=FETCH_CONCURRENCY),
-        headers={"Accept": "application/json", "User-Agent": "hoptrace"},
+        headers={"Accept": "application/json", "User-Agent": "hoptrace", **(headers or {})},
     )
+
+
+def backend_access(url: str) -> tuple[str, dict[str, str]]:
+    """The backend URL without ``user:password@``, and the headers to send it: HTTP
+    Basic authentication from that ``user:password`` (so the password never appears
+    in a message), then :data:`HEADERS_ENV` (``X-Scope-OrgID=tenant`` for a
+    multi-tenant Tempo, ``Authorization=Bearer%20TOKEN``).
+
+    Raises:
+        ConfigError: :data:`HEADERS_ENV` is not ``name=value`` pairs.
+    """
+    headers: dict[str, str] = {}
+    parsed = httpx.URL(url)
+    if parsed.userinfo:
+        token = base64.b64encode(f"{parsed.username}:{parsed.password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+        url = str(parsed.copy_with(username=None, password=None))
+    for item in os.environ.get(HEADERS_ENV, "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not _HEADER_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{HEADERS_ENV} must be name=value pairs separated by commas "
+                f"(X-Scope-OrgID=tenant), got {item.strip()[:60]!r}"
+            )
+        headers[name] = unquote(value.strip())
+    return url, headers
+
+
+def auth_hint(status: int) -> str:
+    """What to do about a 401 or 403 from a backend (empty for other statuses)."""
+    if status not in (401, 403):
+        return ""
+    return (
+        f" (give credentials as http://USER:PASSWORD@host, or headers in {HEADERS_ENV}: "
+        "X-Scope-OrgID=TENANT for a multi-tenant Tempo, Authorization=Bearer%20TOKEN)"
+    )
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110)
 
 
 def get(

@@ -27,6 +27,7 @@ from tracer.analysis.loaders._http import (
     Listener,
     add_fetched,
     answer,
+    auth_hint,
     error_text,
     fetch_each,
     get,
@@ -72,7 +73,8 @@ def _services(client: httpx.Client, base: str) -> list[str]:
     if resp.status_code == 200 and isinstance(body, dict):
         return [str(s) for s in body.get("data") or []]
     raise SourceError(
-        f"Jaeger at {base!r} answered {resp.status_code} to a services query: {error_text(resp)}"
+        f"Jaeger at {base!r} answered {resp.status_code} to a services query: "
+        f"{error_text(resp)}{auth_hint(resp.status_code)}"
     )
 
 
@@ -94,6 +96,7 @@ def load_jaeger(
     trace_ids: list[str] | None = None,
     listener: Listener = QUIET,
     timeout_s: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """Search Jaeger (or take ``trace_ids``) and add the traces to ``traceset``.
 
@@ -105,7 +108,7 @@ def load_jaeger(
     """
     base = base_url.rstrip("/")
     style = _Style()
-    with http_client(timeout_s) as client:
+    with http_client(timeout_s, headers) as client:
         if trace_ids is not None:
             ids = trace_ids_of(trace_ids)
             results = fetch_each(ids, lambda tid: _fetch(client, base, tid, style), listener)

@@ -29,6 +29,7 @@ from tracer.analysis.loaders._http import (
     Listener,
     add_each,
     answer,
+    auth_hint,
     error_text,
     fetch_each,
     get,
@@ -75,6 +76,7 @@ def load_tempo(
     trace_ids: list[str] | None = None,
     listener: Listener = QUIET,
     timeout_s: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """Search Tempo (or take ``trace_ids``), fetch each trace and add it to ``traceset``.
 
@@ -87,6 +89,7 @@ def load_tempo(
         trace_ids: fetch these traces, without a search.
         listener: told about progress.
         timeout_s: per request.
+        headers: sent with every request (``_http.backend_access``).
 
     Raises:
         SourceError: Tempo does not answer, or refuses the search.
@@ -101,10 +104,11 @@ def load_tempo(
             lookback_s=lookback_s,
             limit=limit,
             timeout_s=timeout_s,
+            headers=headers,
         )
     else:
         ids = trace_ids_of(trace_ids)
-    problems = fetch_tempo(base_url, traceset, ids, listener, timeout_s)
+    problems = fetch_tempo(base_url, traceset, ids, listener, timeout_s, headers)
     note_problems(traceset, problems, f"Tempo at {base_url.rstrip('/')}", len(ids))
 
 
@@ -118,6 +122,7 @@ def search_tempo(
     lookback_s: float = 3600.0,
     limit: int | None = None,
     timeout_s: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> list[str]:
     """The ids of the traces a search finds, the most recent first (as :func:`load_tempo`
     searches); what was cut or could not be asked goes to ``warnings``.
@@ -127,7 +132,7 @@ def search_tempo(
     """
     q = query or traceql(service, operation)
     want = limit or DEFAULT_LIMIT
-    with http_client(timeout_s) as client:
+    with http_client(timeout_s, headers) as client:
         return _search(
             client, base_url.rstrip("/"), q, lookback_s, want, limit is not None, warnings
         )
@@ -139,6 +144,7 @@ def fetch_tempo(
     trace_ids: list[str],
     listener: Listener = QUIET,
     timeout_s: float = 30.0,
+    headers: dict[str, str] | None = None,
 ) -> list[Fetched]:
     """Fetch each trace by id into ``traceset``: the ones that could not be read (for
     :func:`~tracer.analysis.loaders._http.note_problems`). A trace Tempo returns in
@@ -154,7 +160,7 @@ def fetch_tempo(
                 f"{str(body.get('message') or 'PARTIAL')[:200]}"
             )
 
-    with http_client(timeout_s) as client:
+    with http_client(timeout_s, headers) as client:
         results = fetch_each(trace_ids, lambda tid: _fetch(client, base, tid, paths), listener)
         return add_each(traceset, results, f"Tempo at {base}", partial)
 
@@ -202,7 +208,8 @@ def _search(
             break
     if resp.status_code >= 400:
         raise SourceError(
-            f"Tempo at {base!r} answered {resp.status_code} to the search {q!r}: {error_text(resp)}"
+            f"Tempo at {base!r} answered {resp.status_code} to the search {q!r}: "
+            f"{error_text(resp)}{auth_hint(resp.status_code)}"
         )
     body = json_of(resp)
     if not isinstance(body, dict):

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import BACKENDS
-from tracer.analysis.loaders._http import QUIET, Listener, get, http_client, json_of
+from tracer.analysis.loaders._http import (
+    QUIET,
+    Listener,
+    auth_hint,
+    backend_access,
+    get,
+    http_client,
+    json_of,
+)
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.tempo import load_tempo
 from tracer.analysis.traceset import TraceSet
@@ -20,7 +28,12 @@ __all__ = ["BACKENDS", "load_url", "resolve_backend"]
 #: What ``--backend`` takes.
 
 
-def resolve_backend(url: str, backend: str = "auto", listener: Listener = QUIET) -> str:
+def resolve_backend(
+    url: str,
+    backend: str = "auto",
+    listener: Listener = QUIET,
+    headers: dict[str, str] | None = None,
+) -> str:
     """``"jaeger"`` or ``"tempo"``: ``backend`` itself, or, for ``"auto"``, what the URL
     answers as (``listener`` is told which).
 
@@ -33,7 +46,7 @@ def resolve_backend(url: str, backend: str = "auto", listener: Listener = QUIET)
     if backend != "auto":
         return backend
     base = url.rstrip("/")
-    with http_client(timeout_s=10.0) as client:
+    with http_client(10.0, headers) as client:
         resp = get(client, f"{base}/api/status/buildinfo", who="the trace backend")
         info = json_of(resp) if resp.status_code == 200 else None
         if isinstance(info, dict) and "version" in info and "goVersion" in info:
@@ -51,6 +64,11 @@ def resolve_backend(url: str, backend: str = "auto", listener: Listener = QUIET)
         if resp.status_code == 200 and resp.text.strip() == "echo":
             listener.found(f"{url} is Grafana Tempo (before 2.3)")
             return "tempo"
+    if tempo_said in (401, 403) and jaeger_said in (401, 403):
+        raise SourceError(
+            f"{url!r} refused hoptrace ({tempo_said} to GET /api/status/buildinfo)"
+            f"{auth_hint(tempo_said)}"
+        )
     raise SourceError(
         f"{url!r} answers neither as Grafana Tempo (GET /api/status/buildinfo: {tempo_said}) "
         f"nor as Jaeger (GET /api/services: {jaeger_said}); give Tempo's or Jaeger's query "
@@ -74,7 +92,9 @@ def load_url(
     """Read the traces of a Jaeger or Tempo URL into ``traceset``.
 
     Args:
-        url: the backend's query URL.
+        url: the backend's query URL; a ``user:password@`` in it is sent as HTTP Basic
+            authentication (and left out of every message), and the headers of
+            ``HOPTRACE_BACKEND_HEADERS`` go with every request (``_http.backend_access``).
         backend: ``auto`` (ask the URL), ``jaeger`` or ``tempo``.
         service, operation: search for traces with a span of these.
         query: TraceQL (Tempo only) to search with instead.
@@ -84,10 +104,12 @@ def load_url(
         listener: told which backend answered, and the progress of long fetches.
 
     Raises:
-        ConfigError: a TraceQL ``query`` for Jaeger, or a bad ``backend``.
+        ConfigError: a TraceQL ``query`` for Jaeger, a bad ``backend`` or
+            ``HOPTRACE_BACKEND_HEADERS``.
         SourceError: the backend does not answer or refuses the search.
     """
-    kind = resolve_backend(url, backend, listener)
+    url, headers = backend_access(url)
+    kind = resolve_backend(url, backend, listener, headers)
     if kind == "tempo":
         load_tempo(
             url,
@@ -99,6 +121,7 @@ def load_url(
             limit=limit,
             trace_ids=trace_ids,
             listener=listener,
+            headers=headers,
         )
         return
     if query and trace_ids is None:
@@ -115,4 +138,5 @@ def load_url(
         limit=limit,
         trace_ids=trace_ids,
         listener=listener,
+        headers=headers,
     )
