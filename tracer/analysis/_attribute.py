@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tracer.analysis._shapes import ShapeBatcher
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
@@ -34,26 +35,61 @@ def split_value(spans: list[Span], attribute: str) -> str:
 class Attributor:
     """Attributes complete traces into ``table``, keeping whole traces ``selection``
     keeps; with ``split_by``, each row keeps the trace's value of that attribute, and
-    with ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) its what-if."""
+    with ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) its what-if.
+
+    Traces of a shape seen before are queued and attributed a batch at a time
+    (:mod:`tracer.analysis._shapes`); reading :attr:`table` (or :meth:`flush`) runs
+    what is queued. ``batched=False`` attributes every trace on its own."""
 
     group_by: str
     stage_map: StageMap | None
     selection: TraceFilter = field(default_factory=TraceFilter)
-    table: TraceTable = field(default_factory=TraceTable)
+    rows: TraceTable = field(default_factory=TraceTable)
     split_by: str | None = None
     projection: Callable[[PreparedTrace], Projected] | None = None
+    batched: bool = True
+    _batcher: ShapeBatcher | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.batched and self.projection is None:
+            self._batcher = ShapeBatcher(
+                self.group_by, self.stage_map, lambda: self.rows, self._attribute
+            )
+
+    @property
+    def table(self) -> TraceTable:
+        """The rows, every queued trace attributed."""
+        self.flush()
+        return self.rows
+
+    @table.setter
+    def table(self, table: TraceTable) -> None:
+        self.flush()
+        self.rows = table
+
+    def flush(self) -> None:
+        """Attribute the queued traces."""
+        if self._batcher is not None:
+            self._batcher.flush()
 
     def __call__(self, trace_id: str, spans: list[Span], seq: int, last_end: int) -> None:
         """Attribute one trace (or one part of it; ``join_parts`` sorts that out)."""
         value = None if self.split_by is None else split_value(spans, self.split_by)
         if self.selection.active and not self.selection.matches(spans):
-            self.table.mark(trace_id, seq, last_end, None, value, selected=False)
+            self.rows.mark(trace_id, seq, last_end, None, value, selected=False)
             return
+        if self._batcher is not None and self._batcher.offer(trace_id, spans, seq, last_end, value):
+            return
+        self._attribute(trace_id, spans, seq, last_end, value)
+
+    def _attribute(
+        self, trace_id: str, spans: list[Span], seq: int, last_end: int, value: str | None
+    ) -> None:
         issues = Warnings()
         prepared = prepare(trace_id, spans, issues, self.stage_map)
         if prepared is None:
             issues.skipped_traces += 1
-            self.table.mark(trace_id, seq, last_end, issues, value)
+            self.rows.mark(trace_id, seq, last_end, issues, value)
             return
         projected = None if self.projection is None else self.projection(prepared)
-        self.table.add(break_down(prepared, self.group_by), seq, last_end, issues, value, projected)
+        self.rows.add(break_down(prepared, self.group_by), seq, last_end, issues, value, projected)

@@ -67,6 +67,21 @@ class _Sparse:
             self.values.extend(row.values())
         self.ends.append(len(self.values))
 
+    def add_many(self, names: list, sums: np.ndarray, rows: np.ndarray | None) -> None:
+        """Rows of (rows, names) ``sums``: each name whose sum is positive, in the
+        order of ``names``; a row where ``rows`` is False is empty."""
+        keep = sums > 0
+        if rows is not None:
+            keep &= rows[:, None]
+        at, col = np.nonzero(keep)
+        ids = np.zeros(max(1, len(names)), np.int32)
+        for c in np.nonzero(keep.any(axis=0))[0].tolist():  # names no row has stay unknown
+            ids[c] = self.names.of(names[c])
+        self.keys.extend(ids[col].tolist())
+        self.values.extend(sums[at, col].tolist())
+        counts = keep.sum(axis=1)
+        self.ends.extend((np.cumsum(counts) + len(self.values) - counts.sum()).tolist())
+
     def extend(self, other: _Sparse, remap: np.ndarray) -> None:
         base = len(self.values)
         self.ends.extend((np.frombuffer(other.ends, np.int64) + base).tolist())

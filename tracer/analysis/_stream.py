@@ -200,6 +200,9 @@ def attribute_parts(
         # A trace across files ends in another file than it starts: no one end offset.
         end = max(e for _, e in pieces) if len(files) == 1 else ACROSS_FILES
         attribute(tid, joined[tid], min(s for s, _ in pieces), end)
+    flush = getattr(attribute, "flush", None)
+    if flush is not None:  # an Attributor: its queued traces into its table
+        flush()
 
 
 def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> TraceSet:

@@ -113,6 +113,56 @@ class TraceTable:
                 self._projected = _Projections(self._group_names)
             self._projected.add(projected)
 
+    def add_rows(
+        self,
+        ids: list[str],
+        seqs: list[int],
+        last_ends: list[int],
+        splits: list[str | None],
+        tokens: list[tuple[int | None, int | None, str | None]],
+        *,
+        start: np.ndarray,
+        e2e: np.ndarray,
+        span_count: int,
+        ttft: np.ndarray,
+        model_ttft: np.ndarray,
+        root: tuple[str, str],
+        groups: tuple[list[str], np.ndarray],
+        ttft_groups: np.ndarray | None,
+        hops: tuple[list[tuple[str, str]], np.ndarray],
+    ) -> None:
+        """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
+        shape, :mod:`tracer.analysis._shapes`): int64 columns with -1 for None;
+        ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
+        when its sum is positive (as the walks keep only spans with time);
+        ``ttft_groups`` the same sums by group where ``ttft`` is set (no projection
+        columns: a table with them takes rows through :meth:`add`)."""
+        if self._projected is not None:
+            raise ValueError("rows with what-if projections are added one by one")
+        n = len(ids)
+        self._ids.extend(ids)
+        self._start.extend(start.tolist())
+        self._e2e.extend(e2e.tolist())
+        self._spans.extend([span_count] * n)
+        self._ttft.extend(ttft.tolist())
+        self._model_ttft.extend(model_ttft.tolist())
+        of = self._strings.of
+        self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
+        self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
+        self._model.extend([of(t[2]) for t in tokens])
+        pair = [of(root[0]), of(root[1])]
+        self._root.extend(pair * n)
+        self._split.extend([_NONE if v is None else of(v) for v in splits])
+        self._seq.extend(seqs)
+        self._last_end.extend(last_ends)
+        names, sums = groups
+        self._groups.add_many(names, sums, None)
+        if ttft_groups is None:
+            self._ttft_groups.add_many(names, np.zeros_like(sums), None)
+        else:
+            self._ttft_groups.add_many(names, ttft_groups, ttft >= 0)
+        self._hops.add_many(*hops, None)
+
     def mark(
         self,
         trace_id: str,

@@ -1,0 +1,209 @@
+"""Traces attributed a batch at a time (one shape, numpy arrays) give the rows the
+scalar path gives each trace on its own, on random trees, times and marks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tracer.analysis import render
+from tracer.analysis._attribute import Attributor
+from tracer.analysis._shapes import ShapeBatcher
+from tracer.analysis.aggregate import aggregate_table
+from tracer.analysis.stage_map import parse_stage_map
+from tracer.spans.model import (
+    KIND_CLIENT,
+    KIND_CONSUMER,
+    KIND_INTERNAL,
+    KIND_PRODUCER,
+    KIND_SERVER,
+    Span,
+    Warnings,
+)
+
+T0 = 1_750_000_000_000_000_000
+MS = 1_000_000
+
+#: Span templates: (service, name, kind, parent index, attributes, stage).
+_SHAPES = [
+    # a chain of calls with network hops, streamed (marks), tokens at the model
+    [
+        ("client", "chat", KIND_INTERNAL, -1, {}, "client"),
+        ("client", "POST", KIND_CLIENT, 0, {}, None),
+        ("gateway", "POST /v1", KIND_SERVER, 1, {}, "gateway"),
+        ("gateway", "verify", KIND_INTERNAL, 2, {}, "auth"),
+        ("gateway", "POST", KIND_CLIENT, 2, {}, None),
+        ("app", "POST /gen", KIND_SERVER, 4, {}, "return"),
+        ("app", "context", KIND_INTERNAL, 5, {}, "context"),
+        ("app", "chat m", KIND_INTERNAL, 5, {"gen_ai.operation.name": "chat"}, None),
+        ("app", "post", KIND_INTERNAL, 5, {}, "postprocess"),
+        ("app", "POST", KIND_CLIENT, 7, {}, None),
+        (
+            "model",
+            "POST /v1/chat",
+            KIND_SERVER,
+            9,
+            {
+                "gen_ai.usage.input_tokens": 12,
+                "gen_ai.usage.output_tokens": 7,
+                "gen_ai.request.model": "m-1",
+            },
+            "inference",
+        ),
+    ],  # fmt: skip
+    # a fan-out: parallel and overlapping children, grandchildren
+    [
+        ("svc", "root", KIND_SERVER, -1, {}, None),
+        ("svc", "a", KIND_INTERNAL, 0, {}, "context"),
+        ("svc", "b", KIND_INTERNAL, 0, {}, "inference"),
+        ("svc", "c", KIND_INTERNAL, 0, {}, "postprocess"),
+        ("svc", "d", KIND_INTERNAL, 2, {}, None),
+        ("svc", "e", KIND_INTERNAL, 2, {"openinference.span.kind": "LLM"}, None),
+        ("svc", "f", KIND_INTERNAL, 0, {}, "auth"),
+    ],
+    # children listed before their parents; messaging across services
+    [
+        ("worker", "consume", KIND_CONSUMER, 2, {}, None),
+        ("api", "handle", KIND_INTERNAL, 2, {}, "context"),
+        ("api", "GET /", KIND_SERVER, -1, {}, "gateway"),
+        ("api", "publish", KIND_PRODUCER, 2, {}, None),
+        ("worker", "work", KIND_INTERNAL, 0, {}, "inference"),
+    ],
+    # one span
+    [("solo", "GET /health", KIND_SERVER, -1, {}, None)],
+    # an engine request span: its sub-stages make the shape a scalar one
+    [
+        ("app", "POST", KIND_SERVER, -1, {}, "gateway"),
+        (
+            "vllm",
+            "llm_request",
+            KIND_SERVER,
+            0,
+            {
+                "gen_ai.latency.time_in_queue": 0.01,
+                "gen_ai.latency.time_in_model_prefill": 0.02,
+                "gen_ai.latency.time_in_model_decode": 0.05,
+            },
+            None,
+        ),
+    ],  # fmt: skip
+]
+
+
+def _trace(number: int, template: list, rng: random.Random, odd: bool = True) -> list[Span]:
+    """A trace of ``template`` with random times: children mostly inside their parents,
+    and (``odd``) now and then past their ends (streaming callees; clock skew) or
+    before them."""
+    tid = f"{number + 1:032x}"
+    n = len(template)
+    start, end = [0] * n, [0] * n
+    done = [False] * n
+    while not all(done):
+        for i, (_, _, _, p, _, _) in enumerate(template):
+            if done[i] or (p >= 0 and not done[p]):
+                continue
+            if p < 0:
+                start[i] = T0 + number * 5_000 * MS
+                end[i] = start[i] + rng.randint(50, 3_000) * MS
+            else:
+                room = end[p] - start[p]
+                s = start[p] + rng.randint(0, room)
+                e = s + rng.randint(0, room) if odd else rng.randint(s, end[p])
+                pick = rng.random() if odd else 1.0
+                if pick < 0.08:
+                    e = end[p] + rng.randint(1, 200) * MS  # streams on past its parent
+                elif pick < 0.12:
+                    s, e = start[p] - 30 * MS, start[p] - 5 * MS  # skewed clock
+                elif pick < 0.16:
+                    e = s  # zero length
+                start[i], end[i] = s, e
+            done[i] = True
+    spans = []
+    for i, (service, name, kind, p, attributes, stage) in enumerate(template):
+        mark = None
+        if rng.random() < 0.5:
+            mark = start[i] + rng.randint(0, max(1, end[i] - start[i]))
+        spans.append(
+            Span(
+                tid,
+                f"{i + 1:016x}",
+                None if p < 0 else f"{p + 1:016x}",
+                service,
+                name,
+                kind,
+                start[i],
+                end[i],
+                stage,
+                0,
+                mark,
+                dict(attributes),
+            )
+        )
+    return spans
+
+
+def _both(traces: list[list[Span]], **kwargs):
+    """(batched, scalar) tables of the same traces."""
+    out = []
+    for batched in (True, False):
+        attribute = Attributor(batched=batched, **kwargs)
+        for seq, spans in enumerate(traces):
+            attribute(spans[0].trace_id, spans, seq, 0)
+        out.append(attribute.table)
+    return out
+
+
+def _rows(table) -> dict:
+    cols = table.columns()
+    return {b.trace_id: b for b in cols.breakdowns()}
+
+
+@pytest.mark.parametrize("group_by", ["stage", "service", "operation"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_batched_rows_equal_the_scalar_rows(group_by, seed):
+    rng = random.Random(seed)
+    traces = [_trace(i, _SHAPES[rng.randrange(len(_SHAPES))], rng) for i in range(1500)]
+    smap = parse_stage_map(
+        {"rule": [{"operation": "d", "attributes": {"flag": "on"}, "stage": "inference.decode"}]},
+        "test",
+    )
+    for spans in traces[::7]:
+        for s in spans:
+            if s.name == "d":
+                s.attributes["flag"] = "on"  # a value a rule compares: another shape
+    batched, scalar = _both(traces, group_by=group_by, stage_map=smap, split_by="flag")
+    assert _rows(batched) == _rows(scalar)
+    a = aggregate_table(batched, group_by, Warnings(), batched.tally())
+    b = aggregate_table(scalar, group_by, Warnings(), scalar.tally())
+    assert render.dumps(render.analysis_dict(a)) == render.dumps(render.analysis_dict(b))
+    # The batches took most traces, the scalar path the skewed ones and the scalar shapes.
+    assert len(batched) == len(scalar) == 1500
+    assert a.warnings.skew_adjusted == b.warnings.skew_adjusted > 0
+
+
+def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
+    rng = random.Random(5)
+    chain, engine = _SHAPES[0], _SHAPES[4]
+    given_back: list[str] = []
+    attribute = Attributor(group_by="stage", stage_map=None)
+    batcher = ShapeBatcher(
+        "stage", None, lambda: attribute.rows, lambda t, *a: given_back.append(t)
+    )
+    first = _trace(0, chain, rng, odd=False)
+    assert not batcher.offer(first[0].trace_id, first, 0, 0, None)  # learned, not taken
+    taken = sum(batcher.offer(t[0].trace_id, t, 1, 0, None) for t in
+                (_trace(i, chain, rng, odd=False) for i in range(1, 40)))  # fmt: skip
+    assert taken == 39
+    eng = [_trace(i, engine, rng) for i in range(40, 43)]
+    assert not any(batcher.offer(t[0].trace_id, t, 2, 0, None) for t in eng)
+    dup = _trace(50, chain, rng, odd=False)
+    dup[3].span_id = dup[4].span_id  # a duplicate id: the scalar path's business
+    assert not batcher.offer(dup[0].trace_id, dup, 3, 0, None)
+    batcher.flush()
+    assert len(attribute.rows) == 39 and not given_back
+    skewed = _trace(60, chain, rng, odd=False)
+    skewed[10].start_ns -= 10_000 * MS  # the model's clock runs behind: shifted, scalar
+    assert batcher.offer(skewed[0].trace_id, skewed, 4, 0, None)
+    batcher.flush()
+    assert given_back == [skewed[0].trace_id]

@@ -1,0 +1,465 @@
+"""Attribution of traces that share a shape, a batch at a time over arrays.
+
+Most traces of a service come in a few shapes: the same spans (service, operation,
+kind, own stage, attribute keys) under the same parents, in the same input order.
+What :func:`~tracer.analysis.prepare.prepare` decides from the shape alone (the root,
+the tree, each span's stage and network hop, which spans carry token counts, which
+spans can give the time to first token) it decides once, on the first trace of the
+shape, and :class:`ShapeBatcher` keeps it. Traces of a known shape are queued; a
+batch's clock corrections, both critical-path walks (end to end and to the first
+token), group and hop sums and table rows are then computed over (traces x spans)
+int64 arrays with numpy, one step per span of the shape instead of one per span of
+every trace.
+
+The arithmetic is the scalar path's, step for step (``critical_path.own_times``,
+``ttft_view``, ``breakdown.break_down``, ``prepare._fix_clocks``), on the same
+nanoseconds, so a row is the row the scalar path adds
+(``tests/analysis/test_shapes.py`` compares them on random traces). A trace whose
+clocks must be corrected (a child outside its remote parent: the scalar path shifts
+subtrees and counts them) is attributed by the scalar path, as is every trace of a
+shape it cannot take: engine sub-stages, a parent cycle, a CLIENT span with more than
+one remote child, duplicate span ids, more than one root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tracer.analysis._table import TraceTable
+from tracer.analysis.breakdown import (
+    _INPUT_KEYS,
+    _MODEL_KEYS,
+    _OUTPUT_KEYS,
+    _USAGE_SET,
+    _first_int,
+    group_key,
+)
+from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
+from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
+from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
+
+__all__ = ["BATCH", "ShapeBatcher"]
+
+#: Traces of one shape attributed together.
+BATCH = 256
+#: Shapes remembered; traces of further shapes take the scalar path.
+MAX_SHAPES = 512
+#: Traces queued over all shapes before every batch is run.
+MAX_QUEUED = 4096
+#: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
+MAX_SPANS = 512
+_NO = -1  # no first-token mark, no time
+
+
+@dataclass
+class _Shape:
+    """What the scalar path decides from a trace's shape, and the traces queued."""
+
+    n: int
+    root: int
+    order: list[int]
+    parent: list[int]
+    children: list[list[int]]
+    #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
+    #: check (messaging)) in the order the scalar clock correction visits them
+    edges: list[tuple[int, list[int], bool, list[bool]]]
+    group_of: np.ndarray  # (spans,) group column of each span
+    groups: list[str]
+    hop_of: np.ndarray  # (spans,) hop column of each span, -1 for none
+    hops: list[tuple[str, str]]
+    same_service: list[int]  # spans of the root's service (client first token)
+    inference: list[int]  # spans whose stage is inference, top-down
+    carriers: list[int]  # innermost spans with token counts, top-down
+    root_service: str
+    root_name: str
+    ids: list[str] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    last_ends: list[int] = field(default_factory=list)
+    splits: list[str | None] = field(default_factory=list)
+    tokens: list[tuple[int | None, int | None, str | None]] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    marks: list[int] = field(default_factory=list)
+    spans: list[list[Span]] = field(default_factory=list)
+
+
+#: A shape the batches do not take (learned once).
+_SCALAR: Any = object()
+
+
+class ShapeBatcher:
+    """Queues traces of known shapes and attributes them in batches into ``table``
+    (via :meth:`offer`); :meth:`flush` runs what is queued. ``scalar(trace_id, spans,
+    seq, last_end, split)`` attributes a trace the batch gives back."""
+
+    def __init__(
+        self,
+        group_by: str,
+        stage_map: StageMap | None,
+        table: Callable[[], TraceTable],
+        scalar: Callable[[str, list[Span], int, int, str | None], None],
+        batch: int = BATCH,
+    ) -> None:
+        self.group_by = group_by
+        self.stage_map = stage_map
+        self._table = table
+        self._scalar = scalar
+        self._batch = batch
+        self._shapes: dict[tuple, Any] = {}
+        self._queued = 0
+        # Attribute values the stage rules compare (not only their presence).
+        keys: set[str] = set()
+        for rules in (conventions(), stage_map):
+            for rule in rules.rules if rules is not None else ():
+                keys.update(k for k, _ in rule.attributes)
+        self._value_keys = frozenset(keys)
+
+    def offer(
+        self, trace_id: str, spans: list[Span], seq: int, last_end: int, split: str | None
+    ) -> bool:
+        """Queue the trace (True), or False: the caller attributes it the scalar way."""
+        n = len(spans)
+        if n > MAX_SPANS or n == 0:
+            return False
+        index: dict[str, int] = {}
+        for i, s in enumerate(spans):
+            index[s.span_id] = i
+        if len(index) != n:
+            return False  # a duplicate span id
+        get = index.get
+        parents = tuple(
+            [-1 if (p := s.parent_id) is None or p == s.span_id else get(p, -1) for s in spans]
+        )
+        if parents.count(-1) != 1:
+            return False  # orphans to re-parent, or every span in a cycle
+        value_keys = self._value_keys
+        key = (
+            parents,
+            tuple(
+                [
+                    (s.service, s.name, s.kind, s.stage, tuple(s.attributes))
+                    if not value_keys or value_keys.isdisjoint(s.attributes)
+                    else (
+                        s.service,
+                        s.name,
+                        s.kind,
+                        s.stage,
+                        tuple(s.attributes),
+                        _values(s, value_keys),
+                    )
+                    for s in spans
+                ]
+            ),
+        )
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) < MAX_SHAPES:
+                learned = self._learn(trace_id, spans)
+                if learned is not None:
+                    self._shapes[key] = learned
+            return False  # the first trace of a shape takes the scalar path
+        if shape is _SCALAR:
+            return False
+        shape.ids.append(trace_id)
+        shape.seqs.append(seq)
+        shape.last_ends.append(last_end)
+        shape.splits.append(split)
+        shape.starts.extend([s.start_ns for s in spans])
+        shape.ends.extend([s.end_ns for s in spans])
+        shape.marks.extend([_NO if (m := s.first_token_ns) is None else m for s in spans])
+        shape.tokens.append(_tokens(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
+        shape.spans.append(spans)
+        self._queued += 1
+        if len(shape.ids) >= self._batch:
+            self._run(shape)
+        elif self._queued >= MAX_QUEUED:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        """Attribute every queued trace."""
+        for shape in self._shapes.values():
+            if shape is not _SCALAR and shape.ids:
+                self._run(shape)
+
+    def _learn(self, trace_id: str, spans: list[Span]) -> _Shape | None:
+        """The shape of this trace from the scalar path's own decisions; :data:`_SCALAR`
+        for a shape the batches cannot take, None to decide on a later trace."""
+        known = conventions()
+        for s in spans:
+            for inside in (False, True):
+                rule = known.match(s, inside)
+                if rule is not None and rule.role == ENGINE_REQUEST:
+                    return _SCALAR  # its sub-stages come from its attributes and times
+        issues = Warnings()
+        trace = prepare(trace_id, spans, issues, self.stage_map)
+        if trace is None or trace.synthetic or len(trace.order) != len(spans):
+            return _SCALAR  # engine sub-stages, a cycle: decided by the shape
+        if issues.any:
+            return None  # clock skew in this trace: times, not the shape
+        n = len(spans)
+        edges = []
+        for p in trace.order:
+            remote = [c for c in trace.children[p] if spans[c].service != spans[p].service]
+            if not remote:
+                continue
+            client = spans[p].kind == KIND_CLIENT
+            if client and len(remote) > 1:
+                return _SCALAR  # its hop goes to the longest callee: decided by times
+            exempt = [
+                spans[p].kind == KIND_PRODUCER or spans[c].kind == KIND_CONSUMER for c in remote
+            ]
+            edges.append((p, remote, client, exempt))
+        groups: list[str] = []
+        group_of = np.empty(n, np.int64)
+        for i in range(n):
+            name = group_key(trace, i, self.group_by)
+            if name not in groups:
+                groups.append(name)
+            group_of[i] = groups.index(name)
+        hops: list[tuple[str, str]] = []
+        hop_of = np.full(n, -1, np.int64)
+        for i, hop in enumerate(trace.hop):
+            if hop is not None:
+                if hop not in hops:
+                    hops.append(hop)
+                hop_of[i] = hops.index(hop)
+        root = trace.root
+        return _Shape(
+            n=n,
+            root=root,
+            order=list(trace.order),
+            parent=list(trace.parent),
+            children=[list(c) for c in trace.children],
+            edges=edges,
+            group_of=group_of,
+            groups=groups,
+            hop_of=hop_of,
+            hops=hops,
+            same_service=[i for i in range(n) if spans[i].service == spans[root].service],
+            inference=[i for i in trace.order if trace.stage[i] == "inference"],
+            carriers=_carriers(trace),
+            root_service=spans[root].service,
+            root_name=spans[root].name,
+        )
+
+    def _run(self, shape: _Shape) -> None:
+        """Attribute the queued traces of ``shape`` (see the module docstring)."""
+        b, n = len(shape.ids), shape.n
+        self._queued -= b
+        start = np.array(shape.starts, np.int64).reshape(b, n)
+        end = np.array(shape.ends, np.int64).reshape(b, n)
+        marks = np.array(shape.marks, np.int64).reshape(b, n)
+        ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
+        tokens, spans = shape.tokens, shape.spans
+        shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
+        shape.tokens, shape.spans = [], []
+        shape.starts, shape.ends, shape.marks = [], [], []
+        # Only ends are widened: a trace whose spans must shift goes to the scalar path.
+        skewed = _fix_clocks(shape, start, end)
+        keep = np.nonzero(~skewed)[0]
+        for r in np.nonzero(skewed)[0].tolist():
+            self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
+        if keep.size == 0:
+            return
+        if keep.size < b:
+            start, end, marks = start[keep], end[keep], marks[keep]
+            pick = keep.tolist()
+            ids = [ids[r] for r in pick]
+            seqs = [seqs[r] for r in pick]
+            last_ends = [last_ends[r] for r in pick]
+            splits = [splits[r] for r in pick]
+            tokens = [tokens[r] for r in pick]
+        root = shape.root
+        own = _own_times(shape, start, end, None)
+        # Time to first token: the root's mark, else the earliest on its service.
+        point = marks[:, root].copy()
+        if len(shape.same_service) > 1:
+            same = marks[:, shape.same_service]
+            earliest = np.where(same >= 0, same, np.iinfo(np.int64).max).min(axis=1)
+            found = earliest < np.iinfo(np.int64).max
+            point = np.where(point >= 0, point, np.where(found, earliest, _NO))
+        has_ttft = (point >= 0) & (start[:, root] < point)
+        point = np.minimum(point, end[:, root])
+        ttft_own = None
+        if has_ttft.any():
+            view_end, included = _ttft_view(shape, start, end, marks, point)
+            ttft_own = _own_times(shape, start, view_end, included)
+            ttft_own[~has_ttft] = 0
+        model_ttft = np.full(len(ids), _NO, np.int64)
+        for i in shape.inference:  # the last in top-down order with a mark: the innermost
+            gap = np.maximum(marks[:, i] - start[:, i], 0)
+            model_ttft = np.where(marks[:, i] >= 0, gap, model_ttft)
+        width = len(shape.groups)
+        self._table().add_rows(
+            ids,
+            seqs,
+            last_ends,
+            splits,
+            tokens,
+            start=start[:, root],
+            e2e=end[:, root] - start[:, root],
+            span_count=n,
+            ttft=np.where(has_ttft, point - start[:, root], _NO),
+            model_ttft=model_ttft,
+            root=(shape.root_service, shape.root_name),
+            groups=(shape.groups, _sums(own, shape.group_of, width)),
+            ttft_groups=None if ttft_own is None else _sums(ttft_own, shape.group_of, width),
+            hops=(shape.hops, _sums(own, shape.hop_of, len(shape.hops))),
+        )
+
+
+_NO_TOKENS: tuple[None, None, None] = (None, None, None)
+
+
+def _values(span: Span, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
+    """The values of ``keys`` the stage rules compare, as they compare them (text)."""
+    a = span.attributes
+    return tuple(sorted((k, str(a[k])) for k in keys if k in a))
+
+
+def _carriers(trace: PreparedTrace) -> list[int]:
+    """The innermost spans that carry token counts, top-down (``breakdown._tokens``)."""
+    spans = trace.spans
+    carries = [bool(s.attributes) and not _USAGE_SET.isdisjoint(s.attributes) for s in spans]
+    below = [False] * len(spans)
+    for i in reversed(trace.order):
+        p = trace.parent[i]
+        if p >= 0 and (carries[i] or below[i]):
+            below[p] = True
+    return [i for i in trace.order if carries[i] and not below[i]]
+
+
+def _tokens(spans: list[Span], carriers: list[int]) -> tuple[int | None, int | None, str | None]:
+    """Input and output tokens and the model, as ``breakdown._tokens`` counts them."""
+    tin = tout = 0
+    model = None
+    for i in carriers:
+        a = spans[i].attributes
+        tin += _first_int(a, _INPUT_KEYS)
+        tout += _first_int(a, _OUTPUT_KEYS)
+        if not model:
+            for key in _MODEL_KEYS:
+                model = a.get(key)
+                if model:
+                    break
+    return tin, tout, str(model) if model else None
+
+
+def _fix_clocks(shape: _Shape, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """``prepare._fix_clocks`` over the batch: CLIENT ends widened in place; True for
+    the traces whose skew the scalar path must correct (it shifts subtrees)."""
+    skewed = np.zeros(start.shape[0], bool)
+    for p, remote, client, exempt in shape.edges:
+        if client:
+            for c in remote:
+                widen = (
+                    (start[:, p] <= start[:, c])
+                    & (start[:, c] <= end[:, p])
+                    & (end[:, p] < end[:, c])
+                    & (end[:, c] - start[:, c] > end[:, p] - start[:, p])
+                )
+                end[:, p] = np.where(widen, end[:, c], end[:, p])
+        for c, skip in zip(remote, exempt, strict=True):
+            if skip:
+                continue
+            inside = (start[:, c] >= start[:, p]) & (end[:, c] <= end[:, p])
+            duration, room = end[:, c] - start[:, c], end[:, p] - start[:, p]
+            delta = np.where(
+                duration <= room,
+                start[:, p] + (room - duration) // 2 - start[:, c],
+                start[:, p] - start[:, c],
+            )
+            skewed |= ~inside & (delta != 0)
+    return skewed
+
+
+def _ttft_view(
+    shape: _Shape, start: np.ndarray, end: np.ndarray, marks: np.ndarray, point: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``critical_path.ttft_view`` over the batch: each span's end and inclusion."""
+    latest = marks.copy()
+    for i in reversed(shape.order):  # bottom-up: carry marks to ancestors without one
+        p = shape.parent[i]
+        if p >= 0:
+            carry = (
+                (marks[:, p] < 0)
+                & (latest[:, i] >= 0)
+                & ((latest[:, p] < 0) | (latest[:, i] > latest[:, p]))
+            )
+            latest[:, p] = np.where(carry, latest[:, i], latest[:, p])
+    ends = np.minimum(np.where(latest >= 0, latest, end), point[:, None])
+    included = start < point[:, None]
+    included[:, shape.root] = True
+    ends[:, shape.root] = point
+    return ends, included
+
+
+def _own_times(
+    shape: _Shape, start: np.ndarray, end: np.ndarray, included: np.ndarray | None
+) -> np.ndarray:
+    """``critical_path.own_times`` over the batch: (traces, spans) own times."""
+    b = start.shape[0]
+    rows = np.arange(b)
+    own = np.zeros(start.shape, np.int64)
+    lo = np.zeros(start.shape, np.int64)
+    hi = np.zeros(start.shape, np.int64)
+    active = np.zeros(start.shape, bool)
+    root = shape.root
+    lo[:, root], hi[:, root], active[:, root] = start[:, root], end[:, root], True
+    for s in shape.order:
+        a = active[:, s]
+        low = lo[:, s]
+        high = np.maximum(hi[:, s], low)  # an interval that ends before it starts
+        kids = shape.children[s]
+        alone = np.where(a, high - low, 0)
+        if not kids:
+            own[:, s] = alone
+            continue
+        if len(kids) == 1:
+            c = kids[0]
+            cs = np.maximum(start[:, c], low)
+            ce = np.minimum(end[:, c], high)
+            ok = a & (cs < high) & (ce >= cs)
+            if included is not None:
+                ok &= included[:, c]
+            own[:, s] = np.where(ok, (high - ce) + (cs - low), alone)
+            lo[:, c], hi[:, c], active[:, c] = cs, ce, ok
+            continue
+        k = np.array(kids)
+        cs = np.maximum(start[:, k], low[:, None])
+        ce = np.minimum(end[:, k], high[:, None])
+        valid = a[:, None] & (cs < high[:, None]) & (ce >= cs)
+        if included is not None:
+            valid &= included[:, k]
+        # Latest clipped end first, ties to the latest real end, then start, then index.
+        ranked = np.lexsort((np.broadcast_to(k, cs.shape), cs, end[:, k], ce), axis=1)[:, ::-1]
+        cursor = high.copy()
+        mine = np.zeros(b, np.int64)
+        for j in range(len(kids)):
+            pos = ranked[:, j]
+            c_start, c_end = cs[rows, pos], ce[rows, pos]
+            take = valid[rows, pos] & (c_start < cursor)
+            clipped = np.minimum(c_end, cursor)
+            mine += np.where(take, cursor - clipped, 0)
+            child = k[pos]
+            lo[rows, child] = c_start
+            hi[rows, child] = clipped
+            active[rows, child] = take
+            cursor = np.where(take, c_start, cursor)
+        mine += cursor - low
+        own[:, s] = np.where(a & valid.any(axis=1), mine, alone)
+    return own
+
+
+def _sums(own: np.ndarray, column: np.ndarray, width: int) -> np.ndarray:
+    """(traces, width) sums of ``own`` by each span's column (-1: none)."""
+    out = np.zeros((own.shape[0], width), np.int64)
+    for i, col in enumerate(column.tolist()):
+        if col >= 0:
+            out[:, col] += own[:, i]
+    return out
