@@ -1,7 +1,7 @@
 """The typed decoder of OTLP JSON lines gives the general path's spans, or steps aside.
 
-``spans_from_otlp_line`` is the big-file fast path: for any line it either returns
-exactly the spans that ``orjson`` plus ``spans_from_otlp_json`` give, with nothing
+``traces_from_otlp_line`` is the big-file fast path: for any line it either returns
+exactly the spans that ``orjson`` plus ``spans_from_otlp_json`` give (by trace id), with nothing
 the general path would warn about, or None (and the caller takes the general path).
 """
 
@@ -17,7 +17,7 @@ from tests.tracer.test_otlp_fast_path import _HEX, _event, _span, _value
 from tracer.analysis.loaders.files import LINE_BAD, LINE_GOOD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
 from tracer.spans import Warnings
-from tracer.spans._otlp_lines import spans_from_otlp_line
+from tracer.spans._otlp_lines import traces_from_otlp_line
 from tracer.spans.otlp import spans_from_otlp_json
 
 _valid_time = st.integers(min_value=1, max_value=3).map(lambda t: 1_700_000_000_000_000_000 + t)
@@ -100,15 +100,17 @@ def _lines(draw) -> bytes:
     return json.dumps({"resourceSpans": resources}).encode()
 
 
-def _general(line: bytes) -> tuple[list, Warnings]:
-    warnings = Warnings()
-    return list(spans_from_otlp_json(orjson.loads(line), warnings)), warnings
+def _general(line: bytes) -> tuple[dict, Warnings]:
+    """The general path's spans of the line by trace id, as a loader groups them."""
+    found = TraceSet()
+    found.add(spans_from_otlp_json(orjson.loads(line), found.warnings))
+    return found.traces, found.warnings
 
 
 @settings(max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_lines())
 def test_typed_lines_equal_the_general_path_or_step_aside(line):
-    typed = spans_from_otlp_line(line)
+    typed = traces_from_otlp_line(line)
     try:
         general, warnings = _general(line)
     except orjson.JSONDecodeError:
@@ -116,7 +118,8 @@ def test_typed_lines_equal_the_general_path_or_step_aside(line):
         return
     if typed is not None:
         assert typed == general
-        assert [type(s.kind) for s in typed] == [type(s.kind) for s in general]
+        kinds = [type(s.kind) for spans in typed.values() for s in spans]
+        assert kinds == [type(s.kind) for spans in general.values() for s in spans]
         assert not warnings.any, "the typed path kept a line the general path warns about"
 
 
@@ -154,9 +157,9 @@ def test_well_formed_lines_take_the_typed_path():
             ]
         }
     ).encode()
-    typed = spans_from_otlp_line(line)
+    typed = traces_from_otlp_line(line)
     assert typed is not None
-    (s,) = typed
+    ((s,),) = typed.values()
     assert typed == _general(line)[0]
     assert (s.service, s.name, s.kind, s.stage, s.status) == (
         "app",
@@ -195,7 +198,7 @@ def test_other_shapes_and_odd_spans_step_aside():
         }
     ).encode()
     for line in (jaeger, upper, b"", b"   \n", b"{not json", b"[1, 2]"):
-        assert spans_from_otlp_line(line) is None
+        assert traces_from_otlp_line(line) is None
     # add_line then reads them the general way: the upper-case id is normalised.
     sink = TraceSet()
     assert add_line(upper, sink, "f") == LINE_GOOD

@@ -48,6 +48,7 @@ WINDOW_SPANS = 100_000
 ACROSS_FILES = -1
 
 _OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
+_BUFFER = 1 << 20  # read buffer: lines of OTLP JSON are tens of kilobytes
 _SLOT_BITS = 12  # the order of a trace's first appearance within its line
 
 
@@ -132,7 +133,7 @@ def stream_range(
     queue: deque[tuple[int, str]] = deque()
     seen = pending = 0
     sink = TraceSet(warnings=loaded)
-    with open(path, "rb") as fh:
+    with open(path, "rb", buffering=_BUFFER) as fh:
         for n, (offset, line) in enumerate(_lines(fh, lo, hi), 1):
             _parse(line, sink, path, lines)
             end = offset + len(line)
@@ -235,7 +236,7 @@ def _reread(
     sink = TraceSet(warnings=Warnings())
     for file_index in sorted(regions):
         path = paths[file_index]
-        with open(path, "rb") as fh:
+        with open(path, "rb", buffering=_BUFFER) as fh:
             for lo, hi in _merged(regions[file_index]):
                 for _, line in _lines(fh, lo, hi):
                     _parse(line, sink, path, LineTally())

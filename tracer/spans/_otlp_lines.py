@@ -34,7 +34,7 @@ from tracer.spans.otlp import (
     first_token_ns,
 )
 
-__all__ = ["spans_from_otlp_line"]
+__all__ = ["traces_from_otlp_line"]
 
 _intern = sys.intern
 
@@ -134,20 +134,22 @@ def _first_token(start_ns: int, events: list[_Event], attributes: dict[str, Any]
     return first_token_ns(start_ns, marks, attributes)
 
 
-def spans_from_otlp_line(line: bytes) -> list[Span] | None:
-    """The spans of one OTLP JSON line, or None when the general path must read it."""
+def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
+    """The spans of one OTLP JSON line by trace id (in the order of the line), or None
+    when the general path must read it."""
     try:
         request = _decode(line)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    out: list[Span] = []
-    append = out.append
+    out: dict[str, list[Span]] = {}
+    bucket: list[Span] = []
     stage_key = attrs.STAGE
     ttfc, ttft = _MARK_ATTRIBUTES
     mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
     zeros16, zeros32 = _ZEROS[16], _ZEROS[32]
     intern = _intern
     good: set[str] = set()  # trace ids that passed the checks
+    current = None  # the trace of the last span (spans of a trace come in runs)
     for rs in request.resourceSpans:
         service = "unknown_service"
         if rs.resource is not None and rs.resource.attributes:
@@ -159,14 +161,17 @@ def spans_from_otlp_line(line: bytes) -> list[Span] | None:
                 # The general path's checks, inline; what fails them it reads itself
                 # (and normalises or skips with a reason).
                 trace_id = raw.traceId
-                if trace_id not in good:
-                    if not (
-                        len(trace_id) == 32
-                        and (trace_id.islower() or trace_id.isdigit())
-                        and trace_id != zeros32
-                    ):
-                        return None
-                    good.add(trace_id)
+                if trace_id != current:
+                    if trace_id not in good:
+                        if not (
+                            len(trace_id) == 32
+                            and (trace_id.islower() or trace_id.isdigit())
+                            and trace_id != zeros32
+                        ):
+                            return None
+                        good.add(trace_id)
+                        out[trace_id] = []
+                    current, bucket = trace_id, out[trace_id]
                 span_id = raw.spanId
                 if not (
                     len(span_id) == 16
@@ -223,7 +228,7 @@ def spans_from_otlp_line(line: bytes) -> list[Span] | None:
                     first = _first_token(start_ns, events, attributes)
                 status = raw.status
                 code = 0 if status is None else status.code
-                append(
+                bucket.append(
                     Span(
                         trace_id,
                         span_id,

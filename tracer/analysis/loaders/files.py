@@ -15,7 +15,7 @@ import orjson
 from tracer._errors import SourceError
 from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
 from tracer.analysis.traceset import TraceSet
-from tracer.spans._otlp_lines import spans_from_otlp_line
+from tracer.spans._otlp_lines import traces_from_otlp_line
 from tracer.spans.otlp import spans_from_otlp_json
 
 __all__ = ["add_line", "add_object", "load_file", "load_stream"]
@@ -60,9 +60,18 @@ def add_line(line: bytes, traceset: TraceSet, origin: str) -> int:
     """Add the spans of one line of a JSON-lines file: :data:`LINE_GOOD`, or
     :data:`LINE_BLANK`, :data:`LINE_UNKNOWN` (JSON of an unknown shape) or
     :data:`LINE_BAD` (not JSON). OTLP lines take the typed fast path."""
-    spans = spans_from_otlp_line(line)
-    if spans is not None:
-        traceset.add(spans)
+    found = traces_from_otlp_line(line)
+    if found is not None:
+        traces = traceset.traces
+        if not traces:
+            traceset.traces = found
+        else:
+            for trace_id, spans in found.items():
+                bucket = traces.get(trace_id)
+                if bucket is None:
+                    traces[trace_id] = spans
+                else:
+                    bucket.extend(spans)
         return LINE_GOOD
     if not line.strip():
         return LINE_BLANK
