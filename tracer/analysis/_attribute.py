@@ -49,8 +49,10 @@ class Attributor:
     projection: Callable[[PreparedTrace], Projected] | None = None
     batched: bool = True
     _batcher: ShapeBatcher | None = field(default=None, init=False, repr=False)
+    _selecting: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._selecting = self.selection.active
         if self.batched and self.projection is None:
             self._batcher = ShapeBatcher(
                 self.group_by, self.stage_map, lambda: self.rows, self._attribute
@@ -75,7 +77,7 @@ class Attributor:
     def __call__(self, trace_id: str, spans: list[Span], seq: int, last_end: int) -> None:
         """Attribute one trace (or one part of it; ``join_parts`` sorts that out)."""
         value = None if self.split_by is None else split_value(spans, self.split_by)
-        if self.selection.active and not self.selection.matches(spans):
+        if self._selecting and not self.selection.matches(spans):
             self.rows.mark(trace_id, seq, last_end, None, value, selected=False)
             return
         if self._batcher is not None and self._batcher.offer(trace_id, spans, seq, last_end, value):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, eq
 from typing import Any
 
 import numpy as np
@@ -45,11 +47,11 @@ from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, 
 __all__ = ["BATCH", "ShapeBatcher"]
 
 #: Traces of one shape attributed together.
-BATCH = 256
+BATCH = 1024
 #: Shapes remembered; traces of further shapes take the scalar path.
 MAX_SHAPES = 512
 #: Traces queued over all shapes before every batch is run.
-MAX_QUEUED = 4096
+MAX_QUEUED = 8192
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 _NO = -1  # no first-token mark, no time
@@ -89,6 +91,19 @@ class _Shape:
 
 #: A shape the batches do not take (learned once).
 _SCALAR: Any = object()
+_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+_SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
+_STATIC = attrgetter("service", "name", "kind", "stage")
+_ATTRIBUTES = attrgetter("attributes")
+
+
+@dataclass
+class _Valued:
+    """Shapes whose spans carry attributes a stage rule compares by value: the
+    (span, key) slots of those values, and a shape per tuple of them."""
+
+    slots: list[tuple[int, str]]
+    shapes: dict[tuple[str, ...], Any]
 
 
 class ShapeBatcher:
@@ -110,13 +125,14 @@ class ShapeBatcher:
         self._scalar = scalar
         self._batch = batch
         self._shapes: dict[tuple, Any] = {}
+        self._learned = 0
         self._queued = 0
         # Attribute values the stage rules compare (not only their presence).
         keys: set[str] = set()
         for rules in (conventions(), stage_map):
             for rule in rules.rules if rules is not None else ():
                 keys.update(k for k, _ in rule.attributes)
-        self._value_keys = frozenset(keys)
+        self._value_keys = sorted(keys)
 
     def offer(
         self, trace_id: str, spans: list[Span], seq: int, last_end: int, split: str | None
@@ -125,51 +141,42 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        index: dict[str, int] = {}
-        for i, s in enumerate(spans):
-            index[s.span_id] = i
+        index = dict(zip(map(_SPAN_ID, spans), range(n), strict=True))
         if len(index) != n:
             return False  # a duplicate span id
-        get = index.get
-        parents = tuple(
-            [-1 if (p := s.parent_id) is None or p == s.span_id else get(p, -1) for s in spans]
-        )
-        if parents.count(-1) != 1:
-            return False  # orphans to re-parent, or every span in a cycle
-        value_keys = self._value_keys
+        # A missing parent id (None) is not in the index either: -1, as for an orphan.
+        parents = tuple(map(index.get, map(_PARENT_ID, spans), repeat(-1)))
+        if parents.count(-1) != 1 or any(map(eq, parents, range(n))):
+            return False  # orphans to re-parent, every span in a cycle, its own parent
         key = (
             parents,
-            tuple(
-                [
-                    (s.service, s.name, s.kind, s.stage, tuple(s.attributes))
-                    if not value_keys or value_keys.isdisjoint(s.attributes)
-                    else (
-                        s.service,
-                        s.name,
-                        s.kind,
-                        s.stage,
-                        tuple(s.attributes),
-                        _values(s, value_keys),
-                    )
-                    for s in spans
-                ]
-            ),
+            tuple(zip(map(_STATIC, spans), map(tuple, map(_ATTRIBUTES, spans)), strict=True)),
         )
         shape = self._shapes.get(key)
-        if shape is None:
-            if len(self._shapes) < MAX_SHAPES:
-                learned = self._learn(trace_id, spans)
-                if learned is not None:
-                    self._shapes[key] = learned
-            return False  # the first trace of a shape takes the scalar path
+        if type(shape) is _Valued:  # spans with values the stage rules compare
+            values = tuple([str(spans[i].attributes[k]) for i, k in shape.slots])
+            found = shape.shapes.get(values)
+            if found is None:
+                self._new(shape.shapes, values, trace_id, spans)
+                return False  # the first trace of a shape takes the scalar path
+            shape = found
+        elif shape is None:
+            slots = [
+                (i, k) for i, s in enumerate(spans) for k in self._value_keys if k in s.attributes
+            ]
+            if slots:
+                self._shapes[key] = _Valued(slots, {})
+                return self.offer(trace_id, spans, seq, last_end, split)
+            self._new(self._shapes, key, trace_id, spans)
+            return False
         if shape is _SCALAR:
             return False
         shape.ids.append(trace_id)
         shape.seqs.append(seq)
         shape.last_ends.append(last_end)
         shape.splits.append(split)
-        shape.starts.extend([s.start_ns for s in spans])
-        shape.ends.extend([s.end_ns for s in spans])
+        shape.starts.extend(map(_START, spans))
+        shape.ends.extend(map(_END, spans))
         shape.marks.extend([_NO if (m := s.first_token_ns) is None else m for s in spans])
         shape.tokens.append(_tokens(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
         shape.spans.append(spans)
@@ -182,9 +189,18 @@ class ShapeBatcher:
 
     def flush(self) -> None:
         """Attribute every queued trace."""
-        for shape in self._shapes.values():
-            if shape is not _SCALAR and shape.ids:
-                self._run(shape)
+        for entry in self._shapes.values():
+            for shape in entry.shapes.values() if type(entry) is _Valued else (entry,):
+                if type(shape) is _Shape and shape.ids:
+                    self._run(shape)
+
+    def _new(self, shapes: dict, key: tuple, trace_id: str, spans: list[Span]) -> None:
+        """Learn the shape of this trace into ``shapes`` (while there is room)."""
+        if self._learned < MAX_SHAPES:
+            learned = self._learn(trace_id, spans)
+            if learned is not None:
+                shapes[key] = learned
+                self._learned += 1
 
     def _learn(self, trace_id: str, spans: list[Span]) -> _Shape | None:
         """The shape of this trace from the scalar path's own decisions; :data:`_SCALAR`
@@ -314,12 +330,6 @@ class ShapeBatcher:
 
 
 _NO_TOKENS: tuple[None, None, None] = (None, None, None)
-
-
-def _values(span: Span, keys: frozenset[str]) -> tuple[tuple[str, str], ...]:
-    """The values of ``keys`` the stage rules compare, as they compare them (text)."""
-    a = span.attributes
-    return tuple(sorted((k, str(a[k])) for k in keys if k in a))
 
 
 def _carriers(trace: PreparedTrace) -> list[int]:
