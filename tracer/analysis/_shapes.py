@@ -52,6 +52,9 @@ BATCH = 1024
 MAX_SHAPES = 512
 #: Traces queued over all shapes before every batch is run.
 MAX_QUEUED = 8192
+#: Traces of a shape tried before it is left to the scalar path (each had clocks to
+#: shift, so the shape could not be learned from it).
+LEARN_TRIES = 8
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 _NO = -1  # no first-token mark, no time
@@ -126,6 +129,7 @@ class ShapeBatcher:
         self._batch = batch
         self._shapes: dict[tuple, Any] = {}
         self._learned = 0
+        self._tries: dict[tuple, int] = {}
         self._queued = 0
         # Attribute values the stage rules compare (not only their presence).
         keys: set[str] = set()
@@ -198,6 +202,10 @@ class ShapeBatcher:
         """Learn the shape of this trace into ``shapes`` (while there is room)."""
         if self._learned < MAX_SHAPES:
             learned = self._learn(trace_id, spans)
+            if learned is None:  # skewed clocks: try the next trace, a few times
+                tried = (id(shapes), key)
+                tries = self._tries[tried] = self._tries.get(tried, 0) + 1
+                learned = _SCALAR if tries >= LEARN_TRIES else None
             if learned is not None:
                 shapes[key] = learned
                 self._learned += 1
