@@ -32,15 +32,8 @@ from typing import Any
 import numpy as np
 
 from tracer.analysis._table import TraceTable
-from tracer.analysis.breakdown import (
-    _INPUT_KEYS,
-    _MODEL_KEYS,
-    _OUTPUT_KEYS,
-    _USAGE_SET,
-    _first_int,
-    group_key,
-)
-from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
+from tracer.analysis.breakdown import count_tokens, group_key, token_carriers
+from tracer.analysis.prepare import StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
@@ -182,7 +175,10 @@ class ShapeBatcher:
         shape.starts.extend(map(_START, spans))
         shape.ends.extend(map(_END, spans))
         shape.marks.extend([_NO if (m := s.first_token_ns) is None else m for s in spans])
-        shape.tokens.append(_tokens(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
+        carriers = shape.carriers
+        shape.tokens.append(
+            count_tokens([spans[i].attributes for i in carriers]) if carriers else _NO_TOKENS
+        )
         shape.spans.append(spans)
         self._queued += 1
         if len(shape.ids) >= self._batch:
@@ -266,7 +262,7 @@ class ShapeBatcher:
             hops=hops,
             same_service=[i for i in range(n) if spans[i].service == spans[root].service],
             inference=[i for i in trace.order if trace.stage[i] == "inference"],
-            carriers=_carriers(trace),
+            carriers=token_carriers(trace),
             root_service=spans[root].service,
             root_name=spans[root].name,
         )
@@ -338,34 +334,6 @@ class ShapeBatcher:
 
 
 _NO_TOKENS: tuple[None, None, None] = (None, None, None)
-
-
-def _carriers(trace: PreparedTrace) -> list[int]:
-    """The innermost spans that carry token counts, top-down (``breakdown._tokens``)."""
-    spans = trace.spans
-    carries = [bool(s.attributes) and not _USAGE_SET.isdisjoint(s.attributes) for s in spans]
-    below = [False] * len(spans)
-    for i in reversed(trace.order):
-        p = trace.parent[i]
-        if p >= 0 and (carries[i] or below[i]):
-            below[p] = True
-    return [i for i in trace.order if carries[i] and not below[i]]
-
-
-def _tokens(spans: list[Span], carriers: list[int]) -> tuple[int | None, int | None, str | None]:
-    """Input and output tokens and the model, as ``breakdown._tokens`` counts them."""
-    tin = tout = 0
-    model = None
-    for i in carriers:
-        a = spans[i].attributes
-        tin += _first_int(a, _INPUT_KEYS)
-        tout += _first_int(a, _OUTPUT_KEYS)
-        if not model:
-            for key in _MODEL_KEYS:
-                model = a.get(key)
-                if model:
-                    break
-    return tin, tout, str(model) if model else None
 
 
 def _fix_clocks(shape: _Shape, start: np.ndarray, end: np.ndarray) -> np.ndarray:

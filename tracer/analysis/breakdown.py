@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tracer import attributes as attrs
 from tracer.analysis.critical_path import marks, own_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace
 
-__all__ = ["GROUP_BY", "TraceBreakdown", "break_down", "group_key"]
+__all__ = [
+    "GROUP_BY",
+    "TraceBreakdown",
+    "break_down",
+    "count_tokens",
+    "group_key",
+    "token_carriers",
+]
 
 GROUP_BY = ("stage", "service", "operation")
 
@@ -85,30 +94,31 @@ def client_first_token(
     return min(found) if found else None
 
 
-def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
-    # Usage is counted on the innermost spans that carry it, so that an app span and the
-    # model server span recording the same call are not counted twice.
+def token_carriers(trace: PreparedTrace) -> list[int]:
+    """The spans whose token counts a trace's totals take, top-down: the innermost
+    spans that carry usage, so that an app span and the model server span recording
+    the same call are not counted twice."""
     disjoint = _USAGE_SET.isdisjoint
     carriers = [i for i, s in enumerate(trace.spans) if s.attributes and not disjoint(s.attributes)]
-    if not carriers:
-        return None, None, None
-    if len(carriers) == 1:  # the common case: one span, innermost by itself
-        innermost = carriers
-    else:
-        n = len(trace.spans)
-        carries = [False] * n
-        for i in carriers:
-            carries[i] = True
-        below = [False] * n
-        for i in reversed(trace.order):
-            p = trace.parent[i]
-            if p >= 0 and (carries[i] or below[i]):
-                below[p] = True
-        innermost = [i for i in trace.order if carries[i] and not below[i]]
+    if len(carriers) <= 1:  # the common case: one span, innermost by itself
+        return carriers
+    n = len(trace.spans)
+    carries = [False] * n
+    for i in carriers:
+        carries[i] = True
+    below = [False] * n
+    for i in reversed(trace.order):
+        p = trace.parent[i]
+        if p >= 0 and (carries[i] or below[i]):
+            below[p] = True
+    return [i for i in trace.order if carries[i] and not below[i]]
+
+
+def count_tokens(carriers: Iterable[dict[str, Any]]) -> tuple[int, int, str | None]:
+    """Input and output tokens and the model over the attributes of the carriers."""
     tin = tout = 0
     model = None
-    for i in innermost:
-        a = trace.spans[i].attributes
+    for a in carriers:
         tin += _first_int(a, _INPUT_KEYS)
         tout += _first_int(a, _OUTPUT_KEYS)
         if not model:
@@ -117,6 +127,14 @@ def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
                 if model:
                     break
     return tin, tout, str(model) if model else None
+
+
+def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
+    carriers = token_carriers(trace)
+    if not carriers:
+        return None, None, None
+    spans = trace.spans
+    return count_tokens([spans[i].attributes for i in carriers])
 
 
 # Token usage under the three naming schemes: GenAI conventions, older OpenLLMetry and
