@@ -11,7 +11,7 @@ import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -84,6 +84,34 @@ def test_a_queued_span_is_untracked_by_the_garbage_collector():
     assert not gc.is_tracked(items["child"])
     gc.collect()
     assert not any(gc.is_tracked(item) for item in items.values())
+
+
+class _OwnReadableSpan(ReadableSpan):
+    """Not the SDK's own class: the snapshot reads it through its properties."""
+
+
+def test_a_snapshot_read_from_fields_equals_one_read_through_properties():
+    memory = InMemorySpanExporter()
+    provider = _provider(SimpleSpanProcessor(memory))
+    _work(provider)
+    spans = memory.get_finished_spans()
+    for span in spans:
+        public = _OwnReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=span.events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+        assert snapshot(span, 7) == snapshot(public, 7)
+    assert [s.name for s in spans] == ["child", "parent"]  # an event, a link, an error
 
 
 def test_a_full_batch_is_sent_before_the_delay_is_up():
