@@ -141,6 +141,7 @@ def main() -> None:
     parser.add_argument("--scenario", default="server,client")
     parser.add_argument("--n1", type=int, default=100)
     parser.add_argument("--n2", type=int, default=600)
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind processes at once")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--untraced", action="store_true", help=argparse.SUPPRESS)
@@ -154,7 +155,7 @@ def main() -> None:
     for scenario in args.scenario.split(","):
         per = {}
         for traced in (True, False):
-            with ThreadPoolExecutor(2) as pool:
+            with ThreadPoolExecutor(args.jobs) as pool:
                 i1, i2 = pool.map(
                     lambda n, s=scenario, t=traced: _count(s, t, n), (args.n1, args.n2)
                 )
