@@ -88,7 +88,8 @@ def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any
     return app
 
 
-_SDK_SAMPLERS = "opentelemetry.sdk.trace.sampling"
+# The SDK's samplers and hoptrace's faster copy of its default (tracer/_sampling.py).
+_SDK_SAMPLERS = ("opentelemetry.sdk.trace.sampling", "tracer._sampling")
 
 
 class _OnceSetTracer:
@@ -107,7 +108,7 @@ class _OnceSetTracer:
     def __init__(self, tracer: Tracer):
         self._tracer = tracer
         sampler = getattr(tracer, "sampler", None)
-        self._strip = type(sampler).__module__ == _SDK_SAMPLERS
+        self._strip = type(sampler).__module__ in _SDK_SAMPLERS
 
     def start_span(self, name: str, context: Any = None, *args: Any, **kwargs: Any) -> Span:
         if self._strip and kwargs.get("attributes"):

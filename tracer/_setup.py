@@ -167,7 +167,9 @@ def setup(
             attributes[SERVICE_NAME] = service_name
         resource = Resource.create(attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
-        provider = TracerProvider(resource=resource, sampler=sampler)
+        from tracer._sampling import default_sampler
+
+        provider = TracerProvider(resource=resource, sampler=sampler or default_sampler())
         from tracer._batch import SnapshotBatchProcessor
         from tracer._json_export import JsonSpanExporter
 
