@@ -26,10 +26,10 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
+from tracer import _context
 from tracer import attributes as attrs
 from tracer._stage import mark_first_token, record_error
 
@@ -152,7 +152,7 @@ class _DeferredEndTracer:
         span = self._tracer.start_span(name, **kwargs)
         holder: dict[str, Any] = {"claimed": False, "start_ns": start_ns, "span": span}
         pending_token = _pending.set(holder)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = _context.attach(_context.with_span(span))
         try:
             yield span
         except BaseException as exc:
@@ -165,7 +165,7 @@ class _DeferredEndTracer:
             holder["claimed"] = False
             raise
         finally:
-            otel_context.detach(token)
+            _context.detach(token)
             _pending.reset(pending_token)
             if not holder["claimed"]:
                 span.end()
