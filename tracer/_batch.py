@@ -357,17 +357,19 @@ class RoutingSpanProcessor(SynchronousMultiSpanProcessor):
     def __init__(self) -> None:
         super().__init__()
         self._added: list[SpanProcessor] = []
+        self._adding = threading.Lock()
 
     def add_span_processor(self, span_processor: SpanProcessor) -> None:
         """Add a processor; spans reach it from the next one on."""
-        super().add_span_processor(span_processor)
-        self._added.append(span_processor)
-        only = self._added[0] if len(self._added) == 1 else None
-        if type(only) is SnapshotBatchProcessor:
-            # Instance attributes: they shadow the loops of the class.
-            self.on_start = _start_nothing  # type: ignore[method-assign]
-            self._on_ending = _end_nothing  # type: ignore[method-assign]
-            self.on_end = only.on_end  # type: ignore[method-assign]
-        else:
-            for name in ("on_start", "_on_ending", "on_end"):
-                self.__dict__.pop(name, None)
+        with self._adding:
+            super().add_span_processor(span_processor)
+            self._added.append(span_processor)
+            only = self._added[0] if len(self._added) == 1 else None
+            if type(only) is SnapshotBatchProcessor:
+                # Instance attributes: they shadow the loops of the class.
+                self.on_start = _start_nothing  # type: ignore[method-assign]
+                self._on_ending = _end_nothing  # type: ignore[method-assign]
+                self.on_end = only.on_end  # type: ignore[method-assign]
+            else:
+                for name in ("on_start", "_on_ending", "on_end"):
+                    self.__dict__.pop(name, None)
