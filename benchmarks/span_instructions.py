@@ -11,9 +11,14 @@ out. Scenarios:
 - ``server``: a FastAPI app instrumented by ``tracer.instrument_fastapi`` streams ten
   chunks (one SERVER span per request);
 - ``client``: an ``instrument_httpx`` AsyncClient on an in-process transport streams
-  eight chunks (one CLIENT span with its first-token mark).
+  eight chunks (one CLIENT span with its first-token mark);
+- ``span``: ``start_span("s").end()`` of hoptrace's tracer, the SDK's floor in
+  hoptrace's configuration (sampler, processors);
+- ``stage``: a ``@tracer.stage`` coroutine, a ``with tracer.stage(...)`` block, and a
+  ``@tracer.stage`` async generator of eight items (first-token mark), as the demo's
+  app and model use them.
 
-    python benchmarks/span_instructions.py [--scenario server,client] [--n1 100 --n2 600]
+    python benchmarks/span_instructions.py [--scenario server,client,span,stage] [--n1 100 --n2 600] [--jobs 1]
 
 Needs valgrind. One scenario at N2 = 600 takes a minute or two.
 """
@@ -124,6 +129,37 @@ def _client(n: int) -> None:
     asyncio.run(run())
 
 
+def _span(n: int) -> None:
+    from opentelemetry import trace
+
+    t = trace.get_tracer("bench")
+    for _ in range(n):
+        t.start_span("s").end()
+
+
+def _stage(n: int) -> None:
+    import tracer
+
+    @tracer.stage("auth")
+    async def auth() -> None:
+        pass
+
+    @tracer.stage("inference", span_name="generate m", **tracer.genai_request("chat", "m"))
+    async def generate() -> Any:
+        for i in range(8):
+            yield i
+
+    async def run() -> None:
+        for _ in range(n):
+            await auth()
+            with tracer.stage("context"):
+                pass
+            async for _ in generate():
+                pass
+
+    asyncio.run(run())
+
+
 def _count(scenario: str, traced: bool, n: int) -> int:
     cmd = [
         "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
@@ -138,9 +174,10 @@ def _count(scenario: str, traced: bool, n: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenario", default="server,client")
+    parser.add_argument("--scenario", default="server,client,span,stage")
     parser.add_argument("--n1", type=int, default=100)
     parser.add_argument("--n2", type=int, default=600)
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind processes at once")
     parser.add_argument("--run", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--untraced", action="store_true", help=argparse.SUPPRESS)
@@ -148,13 +185,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.run:  # one measured process
         _provider(args.traced)
-        {"server": _server, "client": _client}[args.run](args.requests)
+        scenarios = {"server": _server, "client": _client, "span": _span, "stage": _stage}
+        scenarios[args.run](args.requests)
         return
     print("k instructions per request (callgrind): traced, untraced, added by tracing")
     for scenario in args.scenario.split(","):
         per = {}
         for traced in (True, False):
-            with ThreadPoolExecutor(2) as pool:
+            with ThreadPoolExecutor(args.jobs) as pool:
                 i1, i2 = pool.map(
                     lambda n, s=scenario, t=traced: _count(s, t, n), (args.n1, args.n2)
                 )

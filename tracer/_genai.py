@@ -71,14 +71,17 @@ def record_usage(
     target = span or trace.get_current_span()
     if not target.is_recording():
         return
+    usage: dict[str, AttributeValue] = {}
     if input_tokens is not None:
-        target.set_attribute(attrs.GEN_AI_INPUT_TOKENS, int(input_tokens))
+        usage[attrs.GEN_AI_INPUT_TOKENS] = int(input_tokens)
     if output_tokens is not None:
-        target.set_attribute(attrs.GEN_AI_OUTPUT_TOKENS, int(output_tokens))
+        usage[attrs.GEN_AI_OUTPUT_TOKENS] = int(output_tokens)
     if response_model is not None:
-        target.set_attribute(attrs.GEN_AI_RESPONSE_MODEL, response_model)
+        usage[attrs.GEN_AI_RESPONSE_MODEL] = response_model
     if finish_reasons is not None:
-        target.set_attribute(attrs.GEN_AI_RESPONSE_FINISH_REASONS, list(finish_reasons))
+        usage[attrs.GEN_AI_RESPONSE_FINISH_REASONS] = list(finish_reasons)
+    if usage:  # one call: the SDK takes its lock and checks the span once, not per key
+        target.set_attributes(usage)
 
 
 def record_engine_latency(
@@ -98,6 +101,7 @@ def record_engine_latency(
     target = span or trace.get_current_span()
     if not target.is_recording():
         return
+    latencies: dict[str, AttributeValue] = {}
     for key, value in (
         (attrs.GEN_AI_LATENCY_TTFT, time_to_first_token_s),
         (attrs.GEN_AI_LATENCY_QUEUE, queue_s),
@@ -106,6 +110,8 @@ def record_engine_latency(
         (attrs.GEN_AI_LATENCY_E2E, e2e_s),
     ):
         if value is not None:
-            target.set_attribute(key, float(value))
+            latencies[key] = float(value)
     if prefill_s is not None and decode_s is not None:
-        target.set_attribute(attrs.GEN_AI_LATENCY_INFERENCE, float(prefill_s + decode_s))
+        latencies[attrs.GEN_AI_LATENCY_INFERENCE] = float(prefill_s + decode_s)
+    if latencies:
+        target.set_attributes(latencies)

@@ -167,9 +167,9 @@ def setup(
             attributes[SERVICE_NAME] = service_name
         resource = Resource.create(attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
-        provider = TracerProvider(resource=resource, sampler=sampler)
-        from tracer._batch import SnapshotBatchProcessor
+        from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor
         from tracer._json_export import JsonSpanExporter
+        from tracer._sampling import default_sampler
 
         processor: SpanProcessor
         if isinstance(span_exporter, JsonSpanExporter):
@@ -178,6 +178,11 @@ def setup(
             processor = SnapshotBatchProcessor(span_exporter)
         else:
             processor = BatchSpanProcessor(span_exporter)
+        provider = TracerProvider(
+            resource=resource,
+            sampler=sampler or default_sampler(),
+            active_span_processor=RoutingSpanProcessor(),
+        )
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
         if trace.get_tracer_provider() is not provider:

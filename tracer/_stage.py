@@ -21,11 +21,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
+from tracer import _context
 from tracer import attributes as attrs
 
 __all__ = ["mark_first_token", "stage"]
@@ -141,14 +141,14 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 if tracer is None:
                     return await func(*args, **kwargs)
                 span = tracer.start_span(span_name, attributes=attributes)
-                token = otel_context.attach(trace.set_span_in_context(span))
+                token = _context.attach(_context.with_span(span))
                 try:
                     return await func(*args, **kwargs)
                 except BaseException as exc:
                     record_error(span, exc)
                     raise
                 finally:
-                    otel_context.detach(token)
+                    _context.detach(token)
                     span.end()
 
             return async_wrapper  # type: ignore[return-value]
@@ -159,14 +159,14 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             if tracer is None:
                 return func(*args, **kwargs)
             span = tracer.start_span(span_name, attributes=attributes)
-            token = otel_context.attach(trace.set_span_in_context(span))
+            token = _context.attach(_context.with_span(span))
             try:
                 return func(*args, **kwargs)
             except BaseException as exc:
                 record_error(span, exc)
                 raise
             finally:
-                otel_context.detach(token)
+                _context.detach(token)
                 span.end()
 
         return wrapper  # type: ignore[return-value]
@@ -181,16 +181,16 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 return (yield from func(*args, **kwargs))
             start_ns = time.time_ns()
             span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
-            ctx = trace.set_span_in_context(span)
+            ctx = _context.with_span(span)
             chunks = 0
             gen: Any = None
             try:
-                token = otel_context.attach(ctx)
+                token = _context.attach(ctx)
                 try:
                     gen = func(*args, **kwargs)
                     item = next(gen)
                 finally:
-                    otel_context.detach(token)
+                    _context.detach(token)
                 while True:
                     if chunks == 0:
                         mark_first_token(span, start_ns)
@@ -202,17 +202,17 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                         gen.close()
                         raise
                     except BaseException as thrown:  # forwarded, as ``yield from`` does
-                        token = otel_context.attach(ctx)
+                        token = _context.attach(ctx)
                         try:
                             item = gen.throw(thrown)
                         finally:
-                            otel_context.detach(token)
+                            _context.detach(token)
                         continue
-                    token = otel_context.attach(ctx)
+                    token = _context.attach(ctx)
                     try:
                         item = gen.send(sent)
                     finally:
-                        otel_context.detach(token)
+                        _context.detach(token)
             except StopIteration as stop:
                 return stop.value
             except GeneratorExit:
@@ -240,16 +240,16 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 return
             start_ns = time.time_ns()
             span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
-            ctx = trace.set_span_in_context(span)
+            ctx = _context.with_span(span)
             chunks = 0
             agen: Any = None
             try:
-                token = otel_context.attach(ctx)
+                token = _context.attach(ctx)
                 try:
                     agen = func(*args, **kwargs)
                     item = await agen.__anext__()
                 finally:
-                    otel_context.detach(token)
+                    _context.detach(token)
                 while True:
                     if chunks == 0:
                         mark_first_token(span, start_ns)
@@ -261,17 +261,17 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                         await agen.aclose()
                         raise
                     except BaseException as thrown:
-                        token = otel_context.attach(ctx)
+                        token = _context.attach(ctx)
                         try:
                             item = await agen.athrow(thrown)
                         finally:
-                            otel_context.detach(token)
+                            _context.detach(token)
                         continue
-                    token = otel_context.attach(ctx)
+                    token = _context.attach(ctx)
                     try:
                         item = await agen.asend(sent)
                     finally:
-                        otel_context.detach(token)
+                        _context.detach(token)
             except StopAsyncIteration:
                 return
             except GeneratorExit:
@@ -296,7 +296,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             _open_blocks.set((*_open_blocks.get(), (self, span, None)))
             return span
         span = tracer.start_span(self._span_name or self._name, attributes=self._attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = _context.attach(_context.with_span(span))
         _open_blocks.set((*_open_blocks.get(), (self, span, token)))
         return span
 
@@ -313,7 +313,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             return
         if exc is not None:
             record_error(span, exc)
-        otel_context.detach(token)  # type: ignore[arg-type]
+        _context.detach(token)  # type: ignore[arg-type]
         span.end()
 
     async def __aenter__(self) -> Span:

@@ -11,12 +11,12 @@ import orjson
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.helpers import emit_sample_spans, eventually
-from tracer._batch import SnapshotBatchProcessor, snapshot
+from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
 from tracer._json_export import encode_snapshots
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
 
@@ -84,6 +84,34 @@ def test_a_queued_span_is_untracked_by_the_garbage_collector():
     assert not gc.is_tracked(items["child"])
     gc.collect()
     assert not any(gc.is_tracked(item) for item in items.values())
+
+
+class _OwnReadableSpan(ReadableSpan):
+    """Not the SDK's own class: the snapshot reads it through its properties."""
+
+
+def test_a_snapshot_read_from_fields_equals_one_read_through_properties():
+    memory = InMemorySpanExporter()
+    provider = _provider(SimpleSpanProcessor(memory))
+    _work(provider)
+    spans = memory.get_finished_spans()
+    for span in spans:
+        public = _OwnReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=span.events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+        assert snapshot(span, 7) == snapshot(public, 7)
+    assert [s.name for s in spans] == ["child", "parent"]  # an event, a link, an error
 
 
 def test_a_full_batch_is_sent_before_the_delay_is_up():
@@ -164,3 +192,61 @@ def test_the_otel_bsp_variables_set_the_batching(monkeypatch):
 def test_bad_batching_settings_are_refused(kwargs):
     with pytest.raises(ValueError, match="must be"):
         SnapshotBatchProcessor(_Recorder(), **kwargs)
+
+
+class _Calls(SpanProcessor):
+    """Records every call a processor gets, by span name."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def on_start(self, span, parent_context=None) -> None:
+        self.calls.append(("start", span.name))
+
+    def _on_ending(self, span) -> None:
+        self.calls.append(("ending", span.name))
+
+    def on_end(self, span) -> None:
+        self.calls.append(("end", span.name))
+
+
+def test_the_routing_list_sends_spans_to_a_lone_snapshot_processor_then_to_every_processor():
+    recorder = _Recorder()
+    processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "svc"}),
+        active_span_processor=RoutingSpanProcessor(),
+    )
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test", "1.2")
+    tracer.start_span("alone").end()
+    calls = _Calls()
+    provider.add_span_processor(calls)
+    tracer.start_span("shared").end()
+    assert processor.force_flush()
+    assert sorted(s.name for s in recorder.spans()) == ["alone", "shared"]
+    assert calls.calls == [("start", "shared"), ("ending", "shared"), ("end", "shared")]
+    provider.shutdown()
+    assert recorder.shut
+
+
+def test_the_routing_list_exports_what_the_sdks_list_exports():
+    def exported(active) -> list:
+        recorder = _Recorder()
+        processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
+        provider = TracerProvider(
+            resource=Resource.create({"service.name": "svc"}), active_span_processor=active
+        )
+        provider.add_span_processor(processor)
+        _work(provider)
+        assert processor.force_flush()
+        provider.shutdown()
+        return sorted(recorder.spans(), key=lambda s: s.name)
+
+    routed, sdk = exported(RoutingSpanProcessor()), exported(None)
+    assert [s.name for s in routed] == ["child", "parent"]
+
+    def shape(s):  # all but the ids and times, which differ from run to run
+        return (s.name, s.kind, s.service, s.status, s.attributes, s.first_token_ns is None)
+
+    assert [shape(s) for s in routed] == [shape(s) for s in sdk]

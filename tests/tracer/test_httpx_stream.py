@@ -17,7 +17,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
-from opentelemetry.trace import SpanKind
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 
 import tracer
 from tests.conftest import free_port, wait_http
@@ -199,3 +200,18 @@ def test_openai_stream_propagates_the_client_span_with_default_httpx_client(serv
     ctx = span.get_span_context()
     assert f"00-{ctx.trace_id:032x}-" in [t[:36] for t in server.traceparents]
     _assert_propagated(server, span)
+
+
+def test_a_failed_request_ends_its_client_span_with_the_error_and_the_context_restored(lib):
+    def refuse(request):
+        raise lib.ConnectError("refused", request=request)
+
+    client = tracer.instrument_httpx(lib.Client(transport=lib.MockTransport(refuse)))
+    before = trace.get_current_span()
+    with capture_spans() as spans:
+        with pytest.raises(lib.ConnectError):
+            client.get("http://127.0.0.1:9/x")
+    span = _client_span(spans)
+    assert span.end_time is not None and span.status.status_code == StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]
+    assert trace.get_current_span() is before

@@ -185,6 +185,45 @@ def test_genai_helpers_set_semantic_convention_attributes():
     assert tuple(span.attributes[attrs.GEN_AI_RESPONSE_FINISH_REASONS]) == ("stop",)
 
 
+def test_genai_helpers_record_what_one_set_attribute_per_key_records():
+    usage = {
+        "input_tokens": 12,
+        "output_tokens": 16,
+        "response_model": "m1",
+        "finish_reasons": ["stop"],
+    }
+    latency = {
+        "time_to_first_token_s": 0.07,
+        "queue_s": 0.004,
+        "prefill_s": 0.06,
+        "decode_s": 1.18,
+        "e2e_s": 1.3,
+    }
+    with capture_spans() as spans:
+        with tracer.stage("inference", span_name="helpers", max_tokens=1) as span:
+            span.set_attribute(attrs.GEN_AI_INPUT_TOKENS, 1)  # set again below: moves last
+            tracer.record_engine_latency(**latency)
+            tracer.record_usage(**usage)
+        with tracer.stage("inference", span_name="by hand", max_tokens=1) as span:
+            span.set_attribute(attrs.GEN_AI_INPUT_TOKENS, 1)
+            for key, value in [
+                (attrs.GEN_AI_LATENCY_TTFT, 0.07),
+                (attrs.GEN_AI_LATENCY_QUEUE, 0.004),
+                (attrs.GEN_AI_LATENCY_PREFILL, 0.06),
+                (attrs.GEN_AI_LATENCY_DECODE, 1.18),
+                (attrs.GEN_AI_LATENCY_E2E, 1.3),
+                (attrs.GEN_AI_LATENCY_INFERENCE, 0.06 + 1.18),
+                (attrs.GEN_AI_INPUT_TOKENS, 12),
+                (attrs.GEN_AI_OUTPUT_TOKENS, 16),
+                (attrs.GEN_AI_RESPONSE_MODEL, "m1"),
+                (attrs.GEN_AI_RESPONSE_FINISH_REASONS, ["stop"]),
+            ]:
+                span.set_attribute(key, value)
+    helpers, by_hand = spans.named("helpers"), spans.named("by hand")
+    assert list(helpers.attributes.items()) == list(by_hand.attributes.items())
+    assert len(helpers.attributes) == 12
+
+
 def test_public_all_is_sorted_and_importable():
     import collector
     import tracer.analysis
