@@ -309,6 +309,16 @@ def _wrap_response(response: Any, module: ModuleType, is_async: bool) -> Any:
     holder = response.extensions.pop(_EXT_KEY, None)
     if holder is None:
         return response
+    if getattr(response, "is_closed", False):
+        # The body was read with the headers (a response built in memory, as mock
+        # transports give): no stream will end the span, so it ends here.
+        span: Span = holder["span"]
+        chunks = 1 if response.content else 0
+        if chunks:
+            mark_first_token(span, holder["start_ns"])
+        span.set_attribute(attrs.CHUNKS, chunks)
+        span.end()
+        return response
     traced, traced_async = _stream_types(module)
     # By the client, not the stream: httpx.ByteStream (mock transports) is both kinds.
     if is_async:

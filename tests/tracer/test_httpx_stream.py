@@ -215,3 +215,29 @@ def test_a_failed_request_ends_its_client_span_with_the_error_and_the_context_re
     assert span.end_time is not None and span.status.status_code == StatusCode.ERROR
     assert [e.name for e in span.events] == ["exception"]
     assert trace.get_current_span() is before
+
+
+@pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_a_response_built_in_memory_ends_its_client_span(module: ModuleType):
+    # A mock transport's response has its body read before the client sees it: no
+    # stream is left to end the span, which must end anyway (it never did before).
+    def handler(request):
+        if request.url.path == "/empty":
+            return module.Response(204)
+        return module.Response(200, json={"ok": True})
+
+    async def both_async() -> list[int]:
+        async with module.AsyncClient(transport=module.MockTransport(handler)) as client:
+            tracer.instrument_httpx(client)
+            return [(await client.get(f"http://mock{p}")).status_code for p in ("/empty", "/j")]
+
+    with capture_spans() as captured:
+        with module.Client(transport=module.MockTransport(handler)) as client:
+            tracer.instrument_httpx(client)
+            statuses = [client.get(f"http://mock{p}").status_code for p in ("/empty", "/j")]
+        statuses += asyncio.run(both_async())
+    assert statuses == [204, 200, 204, 200]
+    spans = [s for s in captured.spans if s.kind == SpanKind.CLIENT]
+    assert [s.attributes[attrs.CHUNKS] for s in spans] == [0, 1, 0, 1]
+    assert [len(_first_token_marks(s)) for s in spans] == [0, 1, 0, 1]
+    assert all(s.end_time >= s.start_time for s in spans)
