@@ -77,10 +77,12 @@ class _Sparse:
         ids = np.zeros(max(1, len(names)), np.int32)
         for c in np.nonzero(keep.any(axis=0))[0].tolist():  # names no row has stay unknown
             ids[c] = self.names.of(names[c])
-        self.keys.extend(ids[col].tolist())
-        self.values.extend(sums[at, col].tolist())
+        self.keys.frombytes(ids[col].astype(np.int32).tobytes())
+        dtype = np.float64 if self.values.typecode == "d" else np.int64
+        self.values.frombytes(sums[at, col].astype(dtype).tobytes())
         counts = keep.sum(axis=1)
-        self.ends.extend((np.cumsum(counts) + len(self.values) - counts.sum()).tolist())
+        ends = np.cumsum(counts) + (len(self.values) - counts.sum())
+        self.ends.frombytes(ends.astype(np.int64).tobytes())
 
     def extend(self, other: _Sparse, remap: np.ndarray) -> None:
         base = len(self.values)

@@ -32,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from tracer.analysis._table import TraceTable
-from tracer.analysis.breakdown import count_tokens, group_key, token_carriers
+from tracer.analysis.breakdown import (
+    _INPUT_KEYS,
+    _MODEL_KEYS,
+    _OUTPUT_KEYS,
+    _as_int,
+    group_key,
+    token_carriers,
+)
 from tracer.analysis.prepare import StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
@@ -71,7 +78,9 @@ class _Shape:
     hops: list[tuple[str, str]]
     same_service: list[int]  # spans of the root's service (client first token)
     inference: list[int]  # spans whose stage is inference, top-down
-    carriers: list[int]  # innermost spans with token counts, top-down
+    #: innermost spans with token counts, top-down: (span, its input-token key, its
+    #: output-token key, its model keys), the keys breakdown.count_tokens would read
+    carriers: list[tuple[int, str | None, str | None, tuple[str, ...]]]
     root_service: str
     root_name: str
     ids: list[str] = field(default_factory=list)
@@ -175,10 +184,7 @@ class ShapeBatcher:
         shape.starts.extend(map(_START, spans))
         shape.ends.extend(map(_END, spans))
         shape.marks.extend([_NO if (m := s.first_token_ns) is None else m for s in spans])
-        carriers = shape.carriers
-        shape.tokens.append(
-            count_tokens([spans[i].attributes for i in carriers]) if carriers else _NO_TOKENS
-        )
+        shape.tokens.append(_count(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
         shape.spans.append(spans)
         self._queued += 1
         if len(shape.ids) >= self._batch:
@@ -262,7 +268,7 @@ class ShapeBatcher:
             hops=hops,
             same_service=[i for i in range(n) if spans[i].service == spans[root].service],
             inference=[i for i in trace.order if trace.stage[i] == "inference"],
-            carriers=token_carriers(trace),
+            carriers=[_plan(spans[i].attributes, i) for i in token_carriers(trace)],
             root_service=spans[root].service,
             root_name=spans[root].name,
         )
@@ -334,6 +340,36 @@ class ShapeBatcher:
 
 
 _NO_TOKENS: tuple[None, None, None] = (None, None, None)
+
+
+def _plan(a: dict[str, Any], i: int) -> tuple[int, str | None, str | None, tuple[str, ...]]:
+    """Which keys ``count_tokens`` reads from span ``i`` (its attribute keys are part of
+    the shape): the first input and output key present, the model keys present."""
+    first_in = next((k for k in _INPUT_KEYS if k in a), None)
+    first_out = next((k for k in _OUTPUT_KEYS if k in a), None)
+    return i, first_in, first_out, tuple(k for k in _MODEL_KEYS if k in a)
+
+
+def _count(
+    spans: list[Span], plan: list[tuple[int, str | None, str | None, tuple[str, ...]]]
+) -> tuple[int, int, str | None]:
+    """``breakdown.count_tokens`` of the carriers, reading the keys the plan names."""
+    tin = tout = 0
+    model = None
+    for i, key_in, key_out, model_keys in plan:
+        a = spans[i].attributes
+        if key_in is not None:
+            v = a[key_in]
+            tin += v if type(v) is int else _as_int(v)
+        if key_out is not None:
+            v = a[key_out]
+            tout += v if type(v) is int else _as_int(v)
+        if not model:
+            for key in model_keys:
+                model = a[key]
+                if model:
+                    break
+    return tin, tout, str(model) if model else None
 
 
 def _fix_clocks(shape: _Shape, start: np.ndarray, end: np.ndarray) -> np.ndarray:

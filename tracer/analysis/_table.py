@@ -141,18 +141,24 @@ class TraceTable:
             raise ValueError("rows with what-if projections are added one by one")
         n = len(ids)
         self._ids.extend(ids)
-        self._start.extend(start.tolist())
-        self._e2e.extend(e2e.tolist())
-        self._spans.extend([span_count] * n)
-        self._ttft.extend(ttft.tolist())
-        self._model_ttft.extend(model_ttft.tolist())
+        for column, values in (
+            (self._start, start),
+            (self._e2e, e2e),
+            (self._spans, np.full(n, span_count)),
+            (self._ttft, ttft),
+            (self._model_ttft, model_ttft),
+        ):
+            column.frombytes(values.astype(np.int64).tobytes())
         of = self._strings.of
         self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
         self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
-        self._model.extend([of(t[2]) for t in tokens])
+        models = [t[2] for t in tokens]
+        known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
+        self._model.extend(map(known.__getitem__, models))
         pair = [of(root[0]), of(root[1])]
         self._root.extend(pair * n)
-        self._split.extend([_NONE if v is None else of(v) for v in splits])
+        known = {v: (_NONE if v is None else of(v)) for v in dict.fromkeys(splits)}
+        self._split.extend(map(known.__getitem__, splits))
         self._seq.extend(seqs)
         self._last_end.extend(last_ends)
         names, sums = groups
