@@ -55,10 +55,10 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         cpu_text = f", {cpu:+.2f} ms of CPU per request in the services" if cpu is not None else ""
         summary.notes.append(
             f"what tracing itself costs: {cost.per_request_ms('p50'):+.2f} ms per request at "
-            f"P50 ({cost.per_hop_ms('p50'):+.2f} ms per hop; pairs {lo:+.2f} to {hi:+.2f} ms)"
+            f"P50 ({cost.per_hop_ms('p50'):+.2f} ms per hop; rounds {lo:+.2f} to {hi:+.2f} ms)"
             f"{cpu_text}, measured on traced and untraced loopback copies of this chain "
-            f"({len(cost.pairs)} pairs of {cost.requests} requests; "
-            "benchmarks/chain_overhead.py measures it carefully)"
+            f"({len(cost.pairs)} rounds of {cost.requests} requests to each, alternating "
+            "request by request; benchmarks/chain_overhead.py measures it carefully)"
         )
     summary.notes.append(
         "where the time went after the speedup: "
