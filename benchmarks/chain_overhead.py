@@ -3,7 +3,8 @@
 Two copies of the chain (gateway, app, model; loopback profile, nothing injected) run
 at once, one with the OpenTelemetry SDK on in every service and one with
 ``OTEL_SDK_DISABLED=true``. An untraced client sends both the same streamed requests
-(8 tokens) in interleaved pairs of runs. Printed per concurrency level and span sink:
+(8 tokens): at concurrency 1 alternating request by request (ABBA) in rounds, at
+higher concurrency in interleaved pairs of runs. Printed per concurrency level and span sink:
 the added latency per request and per hop at P50 and P90 (median over the pairs, and
 the smallest and largest pair), and at concurrency 8 the throughput lost, and the CPU time per request tracing adds to the three services
 (user + system, span export included: the measure that noise leaves alone). The sinks:
@@ -32,15 +33,16 @@ def _cpu(value: float | None) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300, help="requests per run")
-    parser.add_argument("--pairs", type=int, default=5, help="interleaved pairs per setting")
+    parser.add_argument("--pairs", type=int, default=5, help="rounds (pairs) per setting")
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--sinks", default="collector,ack")
     parser.add_argument("--concurrency", default="1,8")
     args = parser.parse_args()
     print(
-        f"{args.pairs} interleaved pairs of {args.requests} streamed requests (8 tokens) per "
-        f"setting, {HOPS} traced hops; ms added by tracing (traced - untraced), median "
-        "[min, max] over the pairs",
+        f"{args.pairs} rounds of {args.requests} streamed requests (8 tokens) to each chain "
+        "per setting (c=1: alternating request by request; c>1: interleaved runs), "
+        f"{HOPS} traced hops; ms added by tracing (traced - untraced), median [min, max] "
+        "over the rounds",
         flush=True,
     )
     header = f"{'sink':<10}{'conc':>5}  {'per request P50':>24}  {'per hop P50':>12}  "
