@@ -207,3 +207,28 @@ def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
     assert batcher.offer(skewed[0].trace_id, skewed, 4, 0, None)
     batcher.flush()
     assert given_back == [skewed[0].trace_id]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        {"mark": -1},  # would read as "no mark" in the arrays
+        {"mark": -5},
+        {"end": 2**63 - 10},  # near int64: sums in the arrays overflow
+        {"mark": 2**63 + 5},  # past int64
+    ],
+)
+def test_marks_and_times_the_arrays_cannot_hold_take_the_scalar_path(odd):
+    rng = random.Random(7)
+    chain = _SHAPES[0]
+    traces = [_trace(i, chain, rng, odd=False) for i in range(20)]
+    for spans in traces[5::3]:
+        root = spans[0]
+        if "mark" in odd:
+            root.first_token_ns = odd["mark"]
+            spans[1].first_token_ns = root.start_ns + MS  # on the root's service
+        else:
+            root.end_ns = odd["end"]
+        spans[-1].first_token_ns = odd.get("mark", spans[-1].first_token_ns)
+    batched, scalar = _both(traces, group_by="stage", stage_map=None)
+    assert _rows(batched) == _rows(scalar)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,3 +206,90 @@ def test_other_shapes_and_odd_spans_step_aside():
     assert list(sink.traces) == ["a" * 32]
     assert add_line(b"{not json", sink, "f") == LINE_BAD
     assert add_line(b"[1, 2]", sink, "f") == LINE_UNKNOWN
+
+
+def _one_span_line(**fields) -> bytes:
+    span = {
+        "traceId": "a" * 32,
+        "spanId": "b" * 16,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000000000010",
+        **fields,
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+def _attr_line(value) -> bytes:
+    return _one_span_line(attributes=[{"key": "k", "value": value}])
+
+
+_BIG = 2**70 + 1  # a JSON integer orjson reads as a float
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # AnyValue with several fields set: the general path takes the first in the
+        # line's order; with a null field it reads null as that field's value.
+        _attr_line({"doubleValue": 2.5, "intValue": "1"}),
+        _attr_line({"stringValue": None, "intValue": "3"}),
+        _attr_line({"intValue": None, "doubleValue": 1.0}),
+        _attr_line({"boolValue": None}),
+        _attr_line({"arrayValue": None}),
+        _attr_line({"kvlistValue": None}),
+        (
+            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"'
+            + b"a" * 32
+            + b'","spanId":"'
+            + b"b" * 16
+            + b'","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000000000001",'
+            b'"attributes":[{"key":"k","value":'
+            b'{"doubleValue":1.5,"intValue":"1","doubleValue":null}}]}]}]}]}'
+        ),
+        # Strings msgspec reads as ints in lax mode, int() does not.
+        _attr_line({"intValue": "1e3"}),
+        _attr_line({"intValue": "3.0"}),
+        _one_span_line(startTimeUnixNano="5.0", endTimeUnixNano="6"),
+        _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": "5.0"}]),
+        _one_span_line(events=[{"name": "QUEUE_START", "timeUnixNano": "-5.0"}]),
+        # JSON integers past 64 bits: orjson reads floats.
+        _one_span_line(startTimeUnixNano=2**64 + 1, endTimeUnixNano=2**64 + 2),
+        _attr_line({"intValue": _BIG}),
+        _attr_line({"arrayValue": {"values": [{"intValue": _BIG}]}}),
+        _attr_line({"kvlistValue": {"values": [{"key": "a", "value": {"intValue": _BIG}}]}}),
+        _one_span_line(status={"code": _BIG}),
+        _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": _BIG}]),
+    ],
+)
+def test_odd_values_equal_the_general_path_or_step_aside(line):
+    typed = traces_from_otlp_line(line)
+    general, warnings = _general(line)
+    assert typed is None or (typed == general and not warnings.any)
+
+
+_odd_value = st.dictionaries(
+    st.sampled_from(
+        ["stringValue", "intValue", "doubleValue", "boolValue", "arrayValue", "kvlistValue"]
+    ),
+    st.one_of(
+        st.none(),
+        st.sampled_from(["x", "5", "1e3", "3.0", " 7", "1_0", str(_BIG)]),
+        st.integers(-(2**80), 2**80),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+        st.just({"values": [{"intValue": _BIG}]}),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_odd_value, st.sampled_from(["1700000000000000000", "5.0", 2**64 + 1, "1e3"]))
+def test_odd_values_and_times_random(value, time):
+    line = _one_span_line(
+        attributes=[{"key": "k", "value": value}],
+        events=[{"name": "hoptrace.first_token", "timeUnixNano": time}],
+    )
+    typed = traces_from_otlp_line(line)
+    general, warnings = _general(line)
+    assert typed is None or (typed == general and not warnings.any)

@@ -58,6 +58,10 @@ LEARN_TRIES = 8
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 _NO = -1  # no first-token mark, no time
+#: Times and marks the batches take: from 1 up to this. The arithmetic stays inside
+#: int64 and marks never meet _NO; a trace with a time outside (a negative mark, a
+#: time past int64 that Python's ints hold) takes the scalar path.
+_LIMIT = 2**62
 
 
 @dataclass
@@ -97,6 +101,7 @@ class _Shape:
 #: A shape the batches do not take (learned once).
 _SCALAR: Any = object()
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
+_MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
@@ -147,6 +152,18 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
+        starts, ends = list(map(_START, spans)), list(map(_END, spans))
+        marks = [_NO if m is None else m for m in map(_MARK, spans)]
+        if (
+            min(starts) < 1
+            or min(ends) < 1
+            or max(ends) >= _LIMIT
+            or max(starts) >= _LIMIT
+            or min(marks) < _NO
+            or max(marks) >= _LIMIT
+            or (_NO in marks and _NO in map(_MARK, spans))
+        ):
+            return False  # a negative mark (it would read as none), int64 overflow
         index = dict(zip(map(_SPAN_ID, spans), range(n), strict=True))
         if len(index) != n:
             return False  # a duplicate span id
@@ -181,9 +198,9 @@ class ShapeBatcher:
         shape.seqs.append(seq)
         shape.last_ends.append(last_end)
         shape.splits.append(split)
-        shape.starts.extend(map(_START, spans))
-        shape.ends.extend(map(_END, spans))
-        shape.marks.extend([_NO if (m := s.first_token_ns) is None else m for s in spans])
+        shape.starts.extend(starts)
+        shape.ends.extend(ends)
+        shape.marks.extend(marks)
         shape.tokens.append(_count(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
         shape.spans.append(spans)
         self._queued += 1

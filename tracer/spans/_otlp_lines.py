@@ -11,15 +11,16 @@ It is the fast path only. A line it cannot take exactly as the general path woul
 more carefully: an odd id, a missing time) gives None, and the caller parses the
 line the general way (``orjson`` and :func:`~tracer.spans.otlp.spans_from_otlp_json`),
 which gives the same spans or says why not. So the two paths agree span for span
-(``tests/analysis/test_otlp_lines.py`` checks it on random and malformed lines).
+(``tests/tracer/test_otlp_lines.py`` checks it on random and malformed lines).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from tracer import attributes as attrs
 from tracer.spans.model import Span, kind_from_name
@@ -38,18 +39,35 @@ __all__ = ["traces_from_otlp_line"]
 
 _intern = sys.intern
 
+#: JSON integers orjson reads as ints: past these it reads a float (and the general path
+#: then has the float's value), so the typed path steps aside (msgspec has no bound
+#: past int64).
+_MIN_INT, _MAX_INT = -(2**63), 2**63 - 1
+_Int = Annotated[int, msgspec.Meta(ge=_MIN_INT, le=_MAX_INT)]
+#: With strict=False msgspec also reads a string such as "5.0" or "1e3" as the int 5 or
+#: 1000 (where int() in the general path refuses it); it does so only up to 2**53 in
+#: magnitude. Times that small are not real Unix nanoseconds: such spans and events
+#: go to the general path.
+_LAX_INT = 2**53
+
+
+class _StepAside(Exception):
+    """The line must take the general path."""
+
 
 class _Value(msgspec.Struct, gc=False):
     """OTLP ``AnyValue``: the one field that is set. Booleans, arrays, maps and bytes
-    stay as decoded and are converted as the general path converts them."""
+    stay as decoded and are converted as the general path converts them. UNSET tells
+    a missing field from a null one (the general path reads them differently); an
+    intValue string is converted by int() as the general path does."""
 
-    stringValue: str | None = None
-    intValue: int | None = None
-    doubleValue: float | None = None
-    boolValue: Any = None
-    arrayValue: Any = None
-    kvlistValue: Any = None
-    bytesValue: Any = None
+    stringValue: str | None | UnsetType = UNSET
+    intValue: _Int | str | None | UnsetType = UNSET
+    doubleValue: float | None | UnsetType = UNSET
+    boolValue: Any = UNSET
+    arrayValue: Any = UNSET
+    kvlistValue: Any = UNSET
+    bytesValue: Any = UNSET
 
 
 class _KeyValue(msgspec.Struct, gc=False):
@@ -59,11 +77,11 @@ class _KeyValue(msgspec.Struct, gc=False):
 
 class _Event(msgspec.Struct, gc=False):
     name: str = ""
-    timeUnixNano: int = 0
+    timeUnixNano: _Int = 0
 
 
 class _Status(msgspec.Struct, gc=False):
-    code: int | str = 0
+    code: _Int | str = 0
 
 
 class _Span(msgspec.Struct, gc=False):
@@ -71,9 +89,9 @@ class _Span(msgspec.Struct, gc=False):
     spanId: str = ""
     parentSpanId: str = ""
     name: str = ""
-    kind: int | str = 0
-    startTimeUnixNano: int = 0
-    endTimeUnixNano: int = 0
+    kind: _Int | str = 0
+    startTimeUnixNano: _Int = 0
+    endTimeUnixNano: _Int = 0
     attributes: list[_KeyValue] = []
     events: list[_Event] = []
     status: _Status | None = None
@@ -101,22 +119,44 @@ class _Request(msgspec.Struct, gc=False):
 _decode = msgspec.json.Decoder(_Request, strict=False).decode
 
 
+def _big(raw: Any) -> bool:
+    """Whether a decoded JSON value holds an integer orjson would read as a float."""
+    if type(raw) is int:
+        return not _MIN_INT <= raw <= _MAX_INT
+    if type(raw) is list:
+        return any(_big(x) for x in raw)
+    if type(raw) is dict:
+        return any(_big(x) for x in raw.values())
+    return False
+
+
 def _value(v: _Value | None) -> Any:
+    """The general path's value of ``v`` (raises _StepAside when it cannot tell)."""
     if v is None:
         return None
-    if v.stringValue is not None:
+    if v.stringValue is not UNSET:
+        # A string, or null: the general path reads stringValue first, whatever else is set.
         return v.stringValue
-    if v.intValue is not None:
-        return v.intValue
-    if v.doubleValue is not None:
-        return v.doubleValue
-    if v.boolValue is not None:
-        return bool(v.boolValue)
-    if v.arrayValue is not None:
-        return _any_value({"arrayValue": v.arrayValue})
-    if v.kvlistValue is not None:
-        return _any_value({"kvlistValue": v.kvlistValue})
-    return v.bytesValue
+    found = [
+        (key, raw)
+        for key, raw in (
+            ("intValue", v.intValue),
+            ("doubleValue", v.doubleValue),
+            ("boolValue", v.boolValue),
+            ("arrayValue", v.arrayValue),
+            ("kvlistValue", v.kvlistValue),
+            ("bytesValue", v.bytesValue),
+        )
+        if raw is not UNSET
+    ]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise _StepAside  # the general path takes the first in the line's order
+    ((key, raw),) = found
+    if key in ("arrayValue", "kvlistValue", "bytesValue") and _big(raw):
+        raise _StepAside
+    return _any_value({key: raw})
 
 
 def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
@@ -124,7 +164,7 @@ def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
     for kv in items:
         v = kv.value
         # Strings are most attributes: take them without a call.
-        out[kv.key] = v.stringValue if v is not None and v.stringValue is not None else _value(v)
+        out[kv.key] = v.stringValue if v is not None and type(v.stringValue) is str else _value(v)
     return out
 
 
@@ -138,9 +178,12 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
     """The spans of one OTLP JSON line by trace id (in the order of the line), or None
     when the general path must read it."""
     try:
-        request = _decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _traces(_decode(line))
+    except (msgspec.DecodeError, msgspec.ValidationError, _StepAside):
         return None
+
+
+def _traces(request: _Request) -> dict[str, list[Span]] | None:
     out: dict[str, list[Span]] = {}
     bucket: list[Span] = []
     stage_key = attrs.STAGE
@@ -191,7 +234,7 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
                     parent = None
                 start_ns = raw.startTimeUnixNano
                 end_ns = raw.endTimeUnixNano
-                if not 0 < start_ns <= end_ns:
+                if not _LAX_INT < start_ns <= end_ns:
                     return None
                 kind = raw.kind
                 if type(kind) is not int or kind < 0 or kind > 5:
@@ -203,7 +246,7 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
                         v = kv.value
                         attributes[kv.key] = (
                             v.stringValue
-                            if v is not None and v.stringValue is not None
+                            if v is not None and type(v.stringValue) is str
                             else _value(v)
                         )
                     stage = attributes.get(stage_key)
@@ -214,16 +257,20 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
                     attributes, stage, general = {}, None, False
                 first = None
                 events = raw.events
-                if events and not general:
+                if events:
                     for e in events:
                         name = e.name
                         if name in mark_events:
                             t = e.timeUnixNano
+                            if t and -_LAX_INT <= t <= _LAX_INT:
+                                return None  # perhaps a lax "5.0" (see _LAX_INT)
                             if t and (first is None or t < first):
                                 first = t
                         elif name in phase_events:
+                            t = e.timeUnixNano
+                            if t and -_LAX_INT <= t <= _LAX_INT:
+                                return None
                             general = True  # copied into the attributes there
-                            break
                 if general:
                     first = _first_token(start_ns, events, attributes)
                 status = raw.status
