@@ -57,10 +57,10 @@ MAX_QUEUED = 8192
 LEARN_TRIES = 8
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
-_NO = -1  # no first-token mark, no time
-#: Times and marks the batches take: from 1 up to this. The arithmetic stays inside
-#: int64 and marks never meet _NO; a trace with a time outside (a negative mark, a
-#: time past int64 that Python's ints hold) takes the scalar path.
+_NO = -1  # no time (a table column's None)
+#: Times and marks the batches take are under this in magnitude, so that the walks'
+#: sums and differences stay inside int64; a trace with one past it (or past int64,
+#: which Python's ints hold) takes the scalar path.
 _LIMIT = 2**62
 
 
@@ -152,18 +152,6 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        starts, ends = list(map(_START, spans)), list(map(_END, spans))
-        marks = [_NO if m is None else m for m in map(_MARK, spans)]
-        if (
-            min(starts) < 1
-            or min(ends) < 1
-            or max(ends) >= _LIMIT
-            or max(starts) >= _LIMIT
-            or min(marks) < _NO
-            or max(marks) >= _LIMIT
-            or (_NO in marks and _NO in map(_MARK, spans))
-        ):
-            return False  # a negative mark (it would read as none), int64 overflow
         index = dict(zip(map(_SPAN_ID, spans), range(n), strict=True))
         if len(index) != n:
             return False  # a duplicate span id
@@ -198,9 +186,9 @@ class ShapeBatcher:
         shape.seqs.append(seq)
         shape.last_ends.append(last_end)
         shape.splits.append(split)
-        shape.starts.extend(starts)
-        shape.ends.extend(ends)
-        shape.marks.extend(marks)
+        shape.starts.extend(map(_START, spans))
+        shape.ends.extend(map(_END, spans))
+        shape.marks.extend(map(_MARK, spans))  # None where a span has no mark
         shape.tokens.append(_count(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
         shape.spans.append(spans)
         self._queued += 1
@@ -294,14 +282,34 @@ class ShapeBatcher:
         """Attribute the queued traces of ``shape`` (see the module docstring)."""
         b, n = len(shape.ids), shape.n
         self._queued -= b
-        start = np.array(shape.starts, np.int64).reshape(b, n)
-        end = np.array(shape.ends, np.int64).reshape(b, n)
-        marks = np.array(shape.marks, np.int64).reshape(b, n)
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
         tokens, spans = shape.tokens, shape.spans
+        starts, ends, marked = shape.starts, shape.ends, shape.marks
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
         shape.tokens, shape.spans = [], []
         shape.starts, shape.ends, shape.marks = [], [], []
+        try:
+            start = np.array(starts, np.int64).reshape(b, n)
+            end = np.array(ends, np.int64).reshape(b, n)
+            mark_list = np.array(marked, dtype=object).reshape(b, n)
+            has = mark_list != None  # noqa: E711 - elementwise, on an object array
+            marks = np.where(has, mark_list, 0).astype(np.int64)
+            # Past 2**62 a sum or difference could leave int64: those traces go below.
+            wide = (np.abs(start) >= _LIMIT).any(axis=1) | (np.abs(end) >= _LIMIT).any(axis=1)
+            wide |= (np.abs(marks) >= _LIMIT).any(axis=1)
+        except OverflowError:  # a time or mark past int64 (Python's ints hold any)
+            wide = np.ones(b, bool)
+        if wide.any():
+            for r in np.nonzero(wide)[0].tolist():
+                self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
+            rest = np.nonzero(~wide)[0].tolist()
+            if not rest:
+                return
+            start, end, marks, has = start[rest], end[rest], marks[rest], has[rest]
+            ids, seqs = [ids[r] for r in rest], [seqs[r] for r in rest]
+            last_ends, splits = [last_ends[r] for r in rest], [splits[r] for r in rest]
+            tokens, spans = [tokens[r] for r in rest], [spans[r] for r in rest]
+            b = len(rest)
         # Only ends are widened: a trace whose spans must shift goes to the scalar path.
         skewed = _fix_clocks(shape, start, end)
         keep = np.nonzero(~skewed)[0]
@@ -310,7 +318,7 @@ class ShapeBatcher:
         if keep.size == 0:
             return
         if keep.size < b:
-            start, end, marks = start[keep], end[keep], marks[keep]
+            start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
             pick = keep.tolist()
             ids = [ids[r] for r in pick]
             seqs = [seqs[r] for r in pick]
@@ -321,22 +329,23 @@ class ShapeBatcher:
         own = _own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
         point = marks[:, root].copy()
+        found = has[:, root].copy()
         if len(shape.same_service) > 1:
-            same = marks[:, shape.same_service]
-            earliest = np.where(same >= 0, same, np.iinfo(np.int64).max).min(axis=1)
-            found = earliest < np.iinfo(np.int64).max
-            point = np.where(point >= 0, point, np.where(found, earliest, _NO))
-        has_ttft = (point >= 0) & (start[:, root] < point)
-        point = np.minimum(point, end[:, root])
+            same, same_has = marks[:, shape.same_service], has[:, shape.same_service]
+            earliest = np.where(same_has, same, np.iinfo(np.int64).max).min(axis=1)
+            point = np.where(found, point, earliest)
+            found |= same_has.any(axis=1)
+        has_ttft = found & (start[:, root] < point)
+        point = np.where(found, np.minimum(point, end[:, root]), end[:, root])
         ttft_own = None
         if has_ttft.any():
-            view_end, included = _ttft_view(shape, start, end, marks, point)
+            view_end, included = _ttft_view(shape, start, end, marks, has, point)
             ttft_own = _own_times(shape, start, view_end, included)
             ttft_own[~has_ttft] = 0
         model_ttft = np.full(len(ids), _NO, np.int64)
         for i in shape.inference:  # the last in top-down order with a mark: the innermost
             gap = np.maximum(marks[:, i] - start[:, i], 0)
-            model_ttft = np.where(marks[:, i] >= 0, gap, model_ttft)
+            model_ttft = np.where(has[:, i], gap, model_ttft)
         width = len(shape.groups)
         self._table().add_rows(
             ids,
@@ -418,20 +427,23 @@ def _fix_clocks(shape: _Shape, start: np.ndarray, end: np.ndarray) -> np.ndarray
 
 
 def _ttft_view(
-    shape: _Shape, start: np.ndarray, end: np.ndarray, marks: np.ndarray, point: np.ndarray
+    shape: _Shape,
+    start: np.ndarray,
+    end: np.ndarray,
+    marks: np.ndarray,
+    has: np.ndarray,
+    point: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``critical_path.ttft_view`` over the batch: each span's end and inclusion."""
-    latest = marks.copy()
+    """``critical_path.ttft_view`` over the batch (``has``: which spans have a mark):
+    each span's end and inclusion."""
+    latest, known = marks.copy(), has.copy()
     for i in reversed(shape.order):  # bottom-up: carry marks to ancestors without one
         p = shape.parent[i]
         if p >= 0:
-            carry = (
-                (marks[:, p] < 0)
-                & (latest[:, i] >= 0)
-                & ((latest[:, p] < 0) | (latest[:, i] > latest[:, p]))
-            )
+            carry = ~has[:, p] & known[:, i] & (~known[:, p] | (latest[:, i] > latest[:, p]))
             latest[:, p] = np.where(carry, latest[:, i], latest[:, p])
-    ends = np.minimum(np.where(latest >= 0, latest, end), point[:, None])
+            known[:, p] |= carry
+    ends = np.minimum(np.where(known, latest, end), point[:, None])
     included = start < point[:, None]
     included[:, shape.root] = True
     ends[:, shape.root] = point

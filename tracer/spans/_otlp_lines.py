@@ -186,6 +186,7 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
 def _traces(request: _Request) -> dict[str, list[Span]] | None:
     out: dict[str, list[Span]] = {}
     bucket: list[Span] = []
+    lax = _LAX_INT
     stage_key = attrs.STAGE
     ttfc, ttft = _MARK_ATTRIBUTES
     mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
@@ -234,7 +235,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                     parent = None
                 start_ns = raw.startTimeUnixNano
                 end_ns = raw.endTimeUnixNano
-                if not _LAX_INT < start_ns <= end_ns:
+                if not lax < start_ns <= end_ns:
                     return None
                 kind = raw.kind
                 if type(kind) is not int or kind < 0 or kind > 5:
@@ -262,13 +263,13 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                         name = e.name
                         if name in mark_events:
                             t = e.timeUnixNano
-                            if t and -_LAX_INT <= t <= _LAX_INT:
+                            if t <= lax and t and -lax <= t:
                                 return None  # perhaps a lax "5.0" (see _LAX_INT)
                             if t and (first is None or t < first):
                                 first = t
                         elif name in phase_events:
                             t = e.timeUnixNano
-                            if t and -_LAX_INT <= t <= _LAX_INT:
+                            if t <= lax and t and -lax <= t:
                                 return None
                             general = True  # copied into the attributes there
                 if general:
