@@ -11,9 +11,10 @@ token), group and hop sums and table rows are then computed over (traces x spans
 int64 arrays with numpy, one step per span of the shape instead of one per span of
 every trace.
 
-The arithmetic is the scalar path's, step for step (``critical_path.own_times``,
-``ttft_view``, ``breakdown.break_down``, ``prepare._fix_clocks``), on the same
-nanoseconds, so a row is the row the scalar path adds
+The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis._walks`:
+``critical_path.own_times``, ``ttft_view``, ``prepare._fix_clocks`` over arrays; the
+rest of ``breakdown.break_down`` here), on the same nanoseconds, so a row is the row
+the scalar path adds
 (``tests/analysis/test_shapes.py`` compares them on random traces). A trace whose
 clocks must be corrected (a child outside its remote parent: the scalar path shifts
 subtrees and counts them) is attributed by the scalar path, as is every trace of a
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tracer.analysis._table import TraceTable
+from tracer.analysis._walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.breakdown import (
     _INPUT_KEYS,
     _MODEL_KEYS,
@@ -311,7 +313,7 @@ class ShapeBatcher:
             tokens, spans = [tokens[r] for r in rest], [spans[r] for r in rest]
             b = len(rest)
         # Only ends are widened: a trace whose spans must shift goes to the scalar path.
-        skewed = _fix_clocks(shape, start, end)
+        skewed = fix_clocks(shape, start, end)
         keep = np.nonzero(~skewed)[0]
         for r in np.nonzero(skewed)[0].tolist():
             self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
@@ -326,7 +328,7 @@ class ShapeBatcher:
             splits = [splits[r] for r in pick]
             tokens = [tokens[r] for r in pick]
         root = shape.root
-        own = _own_times(shape, start, end, None)
+        own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
         point = marks[:, root].copy()
         found = has[:, root].copy()
@@ -339,8 +341,8 @@ class ShapeBatcher:
         point = np.where(found, np.minimum(point, end[:, root]), end[:, root])
         ttft_own = None
         if has_ttft.any():
-            view_end, included = _ttft_view(shape, start, end, marks, has, point)
-            ttft_own = _own_times(shape, start, view_end, included)
+            view_end, included = ttft_view(shape, start, end, marks, has, point)
+            ttft_own = own_times(shape, start, view_end, included)
             ttft_own[~has_ttft] = 0
         model_ttft = np.full(len(ids), _NO, np.int64)
         for i in shape.inference:  # the last in top-down order with a mark: the innermost
@@ -359,9 +361,9 @@ class ShapeBatcher:
             ttft=np.where(has_ttft, point - start[:, root], _NO),
             model_ttft=model_ttft,
             root=(shape.root_service, shape.root_name),
-            groups=(shape.groups, _sums(own, shape.group_of, width)),
-            ttft_groups=None if ttft_own is None else _sums(ttft_own, shape.group_of, width),
-            hops=(shape.hops, _sums(own, shape.hop_of, len(shape.hops))),
+            groups=(shape.groups, sums(own, shape.group_of, width)),
+            ttft_groups=None if ttft_own is None else sums(ttft_own, shape.group_of, width),
+            hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
         )
 
 
@@ -396,121 +398,3 @@ def _count(
                 if model:
                     break
     return tin, tout, str(model) if model else None
-
-
-def _fix_clocks(shape: _Shape, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """``prepare._fix_clocks`` over the batch: CLIENT ends widened in place; True for
-    the traces whose skew the scalar path must correct (it shifts subtrees)."""
-    skewed = np.zeros(start.shape[0], bool)
-    for p, remote, client, exempt in shape.edges:
-        if client:
-            for c in remote:
-                widen = (
-                    (start[:, p] <= start[:, c])
-                    & (start[:, c] <= end[:, p])
-                    & (end[:, p] < end[:, c])
-                    & (end[:, c] - start[:, c] > end[:, p] - start[:, p])
-                )
-                end[:, p] = np.where(widen, end[:, c], end[:, p])
-        for c, skip in zip(remote, exempt, strict=True):
-            if skip:
-                continue
-            inside = (start[:, c] >= start[:, p]) & (end[:, c] <= end[:, p])
-            duration, room = end[:, c] - start[:, c], end[:, p] - start[:, p]
-            delta = np.where(
-                duration <= room,
-                start[:, p] + (room - duration) // 2 - start[:, c],
-                start[:, p] - start[:, c],
-            )
-            skewed |= ~inside & (delta != 0)
-    return skewed
-
-
-def _ttft_view(
-    shape: _Shape,
-    start: np.ndarray,
-    end: np.ndarray,
-    marks: np.ndarray,
-    has: np.ndarray,
-    point: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """``critical_path.ttft_view`` over the batch (``has``: which spans have a mark):
-    each span's end and inclusion."""
-    latest, known = marks.copy(), has.copy()
-    for i in reversed(shape.order):  # bottom-up: carry marks to ancestors without one
-        p = shape.parent[i]
-        if p >= 0:
-            carry = ~has[:, p] & known[:, i] & (~known[:, p] | (latest[:, i] > latest[:, p]))
-            latest[:, p] = np.where(carry, latest[:, i], latest[:, p])
-            known[:, p] |= carry
-    ends = np.minimum(np.where(known, latest, end), point[:, None])
-    included = start < point[:, None]
-    included[:, shape.root] = True
-    ends[:, shape.root] = point
-    return ends, included
-
-
-def _own_times(
-    shape: _Shape, start: np.ndarray, end: np.ndarray, included: np.ndarray | None
-) -> np.ndarray:
-    """``critical_path.own_times`` over the batch: (traces, spans) own times."""
-    b = start.shape[0]
-    rows = np.arange(b)
-    own = np.zeros(start.shape, np.int64)
-    lo = np.zeros(start.shape, np.int64)
-    hi = np.zeros(start.shape, np.int64)
-    active = np.zeros(start.shape, bool)
-    root = shape.root
-    lo[:, root], hi[:, root], active[:, root] = start[:, root], end[:, root], True
-    for s in shape.order:
-        a = active[:, s]
-        low = lo[:, s]
-        high = np.maximum(hi[:, s], low)  # an interval that ends before it starts
-        kids = shape.children[s]
-        alone = np.where(a, high - low, 0)
-        if not kids:
-            own[:, s] = alone
-            continue
-        if len(kids) == 1:
-            c = kids[0]
-            cs = np.maximum(start[:, c], low)
-            ce = np.minimum(end[:, c], high)
-            ok = a & (cs < high) & (ce >= cs)
-            if included is not None:
-                ok &= included[:, c]
-            own[:, s] = np.where(ok, (high - ce) + (cs - low), alone)
-            lo[:, c], hi[:, c], active[:, c] = cs, ce, ok
-            continue
-        k = np.array(kids)
-        cs = np.maximum(start[:, k], low[:, None])
-        ce = np.minimum(end[:, k], high[:, None])
-        valid = a[:, None] & (cs < high[:, None]) & (ce >= cs)
-        if included is not None:
-            valid &= included[:, k]
-        # Latest clipped end first, ties to the latest real end, then start, then index.
-        ranked = np.lexsort((np.broadcast_to(k, cs.shape), cs, end[:, k], ce), axis=1)[:, ::-1]
-        cursor = high.copy()
-        mine = np.zeros(b, np.int64)
-        for j in range(len(kids)):
-            pos = ranked[:, j]
-            c_start, c_end = cs[rows, pos], ce[rows, pos]
-            take = valid[rows, pos] & (c_start < cursor)
-            clipped = np.minimum(c_end, cursor)
-            mine += np.where(take, cursor - clipped, 0)
-            child = k[pos]
-            lo[rows, child] = c_start
-            hi[rows, child] = clipped
-            active[rows, child] = take
-            cursor = np.where(take, c_start, cursor)
-        mine += cursor - low
-        own[:, s] = np.where(a & valid.any(axis=1), mine, alone)
-    return own
-
-
-def _sums(own: np.ndarray, column: np.ndarray, width: int) -> np.ndarray:
-    """(traces, width) sums of ``own`` by each span's column (-1: none)."""
-    out = np.zeros((own.shape[0], width), np.int64)
-    for i, col in enumerate(column.tolist()):
-        if col >= 0:
-            out[:, col] += own[:, i]
-    return out
