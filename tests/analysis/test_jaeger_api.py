@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from tests.analysis.standins import JaegerStandIn, Recorder, numbers_of, otlp_file, recent_traces
+from tests.helpers import hoptrace
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, load
 from tracer.analysis.arrival import wait_for_traces
@@ -121,3 +122,24 @@ def test_traceql_is_refused_for_jaeger():
     with _jaeger(recent_traces(2)).running() as jaeger:
         with pytest.raises(ConfigError, match="is Jaeger: select with --service"):
             load([jaeger.url], query="{ }")
+
+
+def test_reports_link_traces_to_the_jaeger_that_was_analysed(tmp_path):
+    # Without --jaeger-url the trace links go to the Jaeger the traces came from (its UI
+    # is served at the query API's base), not to localhost:16686; --jaeger-url wins.
+    traces = recent_traces(6)
+    with _jaeger(traces).running() as jaeger:
+        source = jaeger.url.replace("http://", "http://reader:s3cret@")
+        table = hoptrace("analyze", source, "--service", "client")
+        page = tmp_path / "r.html"
+        report = hoptrace("report", source, "--service", "client", "-o", str(page))
+        chosen = hoptrace(
+            "analyze", jaeger.url, "--service", "client", "--jaeger-url", "http://ui:1"
+        )
+    assert table.returncode == 0, table.stderr
+    assert f"{jaeger.url}/trace/<id>" in " ".join(table.stdout.split())
+    assert "localhost:16686" not in table.stdout and "s3cret" not in table.stdout
+    assert report.returncode == 0, report.stderr
+    html = page.read_text()
+    assert f'href="{jaeger.url}/trace/' in html and "s3cret" not in html
+    assert "http://ui:1/trace/<id>" in " ".join(chosen.stdout.split())
