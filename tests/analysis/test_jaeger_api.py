@@ -143,3 +143,5 @@ def test_reports_link_traces_to_the_jaeger_that_was_analysed(tmp_path):
     html = page.read_text()
     assert f'href="{jaeger.url}/trace/' in html and "s3cret" not in html
     assert "http://ui:1/trace/<id>" in " ".join(chosen.stdout.split())
+    # What the URL is was asked once per command, when it was read, not again for links.
+    assert len(jaeger.paths("/api/status/buildinfo")) == 3

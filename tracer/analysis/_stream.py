@@ -165,11 +165,7 @@ def stream_range(
         attribute(tid, spans, seq, end)
 
 
-def join_parts(
-    table: TraceTable,
-    paths: Sequence[str],
-    attribute: Callable[[str, list[Span], int, int], None],
-) -> int:
+def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:
     """Join the traces that ``table`` holds in several parts: drop the parts, read their
     lines again, attribute each whole trace once. Returns the number joined."""
     parts = table.repeated()
@@ -181,9 +177,7 @@ def join_parts(
 
 
 def attribute_parts(
-    parts: dict[str, list[tuple[int, int]]],
-    paths: Sequence[str],
-    attribute: Callable[[str, list[Span], int, int], None],
+    parts: dict[str, list[tuple[int, int]]], paths: Sequence[str], attribute: Attributor
 ) -> None:
     """Read again the lines of each trace's parts (``{id: [(seq, last_end), ...]}``, as
     :meth:`TraceTable.repeated` gives them) and attribute each whole trace once."""
@@ -201,9 +195,7 @@ def attribute_parts(
         # A trace across files ends in another file than it starts: no one end offset.
         end = max(e for _, e in pieces) if len(files) == 1 else ACROSS_FILES
         attribute(tid, joined[tid], min(s for s, _ in pieces), end)
-    flush = getattr(attribute, "flush", None)
-    if flush is not None:  # an Attributor: its queued traces into its table
-        flush()
+    attribute.flush()  # the traces it queued, into its table
 
 
 def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> TraceSet:

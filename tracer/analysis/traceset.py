@@ -14,10 +14,13 @@ __all__ = ["TraceFilter", "TraceSet"]
 
 @dataclass
 class TraceSet:
-    """Spans grouped by trace id, with what the loaders skipped."""
+    """Spans grouped by trace id, with what the loaders skipped, and what each trace
+    backend URL read turned out to be (URL without credentials -> ``"jaeger"`` or
+    ``"tempo"``)."""
 
     traces: dict[str, list[Span]] = field(default_factory=dict)
     warnings: Warnings = field(default_factory=Warnings)
+    backends: dict[str, str] = field(default_factory=dict)
 
     @property
     def span_count(self) -> int:
@@ -37,14 +40,15 @@ class TraceSet:
     def subset(self, trace_ids: Iterable[str]) -> TraceSet:
         """The traces whose ids are in ``trace_ids`` (those present), same warnings."""
         wanted = set(trace_ids)
-        return TraceSet({t: s for t, s in self.traces.items() if t in wanted}, self.warnings)
+        kept = {t: s for t, s in self.traces.items() if t in wanted}
+        return TraceSet(kept, self.warnings, self.backends)
 
     def keep(self, selection: TraceFilter) -> TraceSet:
         """The traces ``selection`` keeps (all of them when it sets nothing)."""
         if not selection.active:
             return self
         kept = {tid: spans for tid, spans in self.traces.items() if selection.matches(spans)}
-        return TraceSet(kept, self.warnings)
+        return TraceSet(kept, self.warnings, self.backends)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tracer._errors import ConfigError, HoptraceError
+from tracer._errors import ConfigError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 
 __all__ = [
@@ -288,26 +288,20 @@ def jaeger_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def trace_links(jaeger_url: str, sources: tuple[str, ...], backend: str) -> str:
+def trace_links(jaeger_url: str, sources: tuple[str, ...], traces: Any) -> str:
     """Where the reports' trace links go: ``--jaeger-url`` (or ``HOPTRACE_JAEGER_URL``)
-    when given; else, for one Jaeger URL analysed, that Jaeger (its UI is served at the
-    same base as its query API); else the default."""
+    when given; else, when the one source was a Jaeger URL (``traces.backends`` says
+    what it answered as when it was read), that Jaeger (its UI is served at the same
+    base as its query API); else the default."""
     ctx = click.get_current_context(silent=True)
     given = ctx is not None and ctx.get_parameter_source("jaeger_url") not in (
         click.core.ParameterSource.DEFAULT,
         None,
     )
-    if given or len(sources) != 1 or not is_url(sources[0]) or backend == "tempo":
+    kinds = getattr(traces, "backends", None) or {}
+    if given or len(sources) != 1 or list(kinds.values()) != ["jaeger"]:
         return jaeger_url
-    from tracer.analysis.loaders._http import QUIET, backend_access
-    from tracer.analysis.loaders.url import resolve_backend
-
-    url, headers = backend_access(sources[0])
-    try:
-        kind = resolve_backend(url, backend, QUIET, headers)
-    except HoptraceError:  # the backend went away since it answered: keep the default
-        return jaeger_url
-    return url.rstrip("/") if kind == "jaeger" else jaeger_url
+    return next(iter(kinds))
 
 
 def format_option(func: Callable[..., Any]) -> Callable[..., Any]:

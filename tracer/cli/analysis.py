@@ -178,7 +178,7 @@ def analyze(
     prices = parse_prices(price)
     smap = selection.stage_map()
     result, traces = _analyze(sources, selection, group_by, smap, split_by=split_by)
-    jaeger_url = trace_links(jaeger_url, sources, selection.backend)
+    jaeger_url = trace_links(jaeger_url, sources, traces)
     if split_by is not None:
         parts = _split_analysis(result, split_by, group_by)
         render_as(
@@ -237,7 +237,7 @@ def whatif(
         split_by,
         projection,
     )
-    jaeger_url = trace_links(jaeger_url, sources, selection.backend)
+    jaeger_url = trace_links(jaeger_url, sources, traces)
     # All traces first: a stage no trace has is the user's mistake, whatever the
     # split; the page shows this projection too.
     result = projection.result(whole.columns, whole.loaded, whole.tally)
@@ -373,7 +373,7 @@ def report(
         before, _ = _analyze((baseline,), same_engine, group_by, smap, what="reading the baseline")
         views["comparison"] = diff(before, result)
     views["split"] = _split_analysis(result, split_by, group_by)
-    jaeger_url = trace_links(jaeger_url, sources, selection.backend)
+    jaeger_url = trace_links(jaeger_url, sources, traces)
     page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
     emit(page, output)
 

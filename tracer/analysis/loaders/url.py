@@ -110,6 +110,7 @@ def load_url(
     """
     url, headers = backend_access(url)
     kind = resolve_backend(url, backend, listener, headers)
+    traceset.backends[url.rstrip("/")] = kind
     if kind == "tempo":
         load_tempo(
             url,
