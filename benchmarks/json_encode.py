@@ -20,7 +20,7 @@ from demo_app.model import create_model_app
 from demo_app.profiles import get_profile
 from tracer._batch import snapshot
 from tracer._json_export import encode, encode_snapshots
-from tracer.testing import capture_spans
+from tracer.testing import call_asgi, capture_spans
 
 _BODY = json.dumps(
     {
@@ -40,30 +40,13 @@ _SCOPE = {
 }  # fmt: skip
 
 
-async def _request(app: object) -> None:
-    done = False
-
-    async def receive() -> dict[str, object]:
-        nonlocal done
-        if not done:
-            done = True
-            return {"type": "http.request", "body": _BODY, "more_body": False}
-        await asyncio.sleep(3600)
-        return {}
-
-    async def send(message: dict[str, object]) -> None:
-        pass
-
-    await app(dict(_SCOPE), receive, send)  # type: ignore[operator]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
     app = create_model_app(get_profile("bare"))
     with capture_spans() as captured:
-        asyncio.run(_request(app))
+        asyncio.run(call_asgi(app, _SCOPE, _BODY))
     spans = captured.spans
     batch = (spans * (512 // len(spans) + 1))[:512]
     resources = {0: spans[0].resource}

@@ -66,6 +66,7 @@ def _server(n: int) -> None:
     from fastapi.responses import StreamingResponse
 
     import tracer
+    from tracer.testing import call_asgi
 
     app = FastAPI()
 
@@ -79,25 +80,9 @@ def _server(n: int) -> None:
 
     tracer.instrument_fastapi(app, stage="inference")
 
-    async def one() -> None:
-        done = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal done
-            if not done:
-                done = True
-                return {"type": "http.request", "body": b'{"a": 1}', "more_body": False}
-            await asyncio.sleep(3600)
-            return {}
-
-        async def send(message: dict[str, Any]) -> None:
-            pass
-
-        await app(dict(_SCOPE), receive, send)
-
     async def run() -> None:
         for _ in range(n):
-            await one()
+            await call_asgi(app, _SCOPE, b'{"a": 1}')
 
     asyncio.run(run())
 

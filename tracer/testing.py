@@ -13,16 +13,18 @@ exporter; a provider installed by the application is used as it is.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from tracer import attributes as attrs
 
-__all__ = ["CapturedSpans", "capture_spans"]
+__all__ = ["CapturedSpans", "call_asgi", "capture_spans"]
 
 
 class CapturedSpans:
@@ -107,3 +109,26 @@ def capture_spans() -> Iterator[CapturedSpans]:
     finally:
         with _dispatch.lock:
             _dispatch.targets.remove(captured)
+
+
+async def call_asgi(app: Any, scope: dict[str, Any], body: bytes) -> list[dict[str, Any]]:
+    """Send one HTTP request to the ASGI ``app`` in this process (no server, no socket):
+    ``scope`` as a server builds it, ``body`` in one message. Returns the messages the
+    app sent (``http.response.start`` first). After the body the request stays open, as
+    a client that waits for the answer keeps it."""
+    sent: list[dict[str, Any]] = []
+    done = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal done
+        if not done:
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # no disconnect: the app answers first
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(dict(scope), receive, send)
+    return sent

@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind
 
 import tracer
 from tracer import attributes as attrs
-from tracer.testing import capture_spans
+from tracer.testing import call_asgi, capture_spans
 
 _SCOPE = {
     "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
@@ -43,27 +43,9 @@ def _app() -> FastAPI:
 
 
 def _server_span(app: FastAPI, path: str):
-    async def call() -> list[dict]:
-        sent: list[dict] = []
-        done = False
-
-        async def receive() -> dict:
-            nonlocal done
-            if not done:
-                done = True
-                return {"type": "http.request", "body": b"{}", "more_body": False}
-            await asyncio.sleep(3600)
-            return {}
-
-        async def send(message: dict) -> None:
-            sent.append(message)
-
-        scope = dict(_SCOPE, path=path, raw_path=path.encode())
-        await app(scope, receive, send)
-        return sent
-
+    scope = dict(_SCOPE, path=path, raw_path=path.encode())
     with capture_spans() as captured:
-        sent = asyncio.run(call())
+        sent = asyncio.run(call_asgi(app, scope, b"{}"))
     (span,) = [s for s in captured.spans if s.kind == SpanKind.SERVER]
     return span, sent[0]["status"]
 
