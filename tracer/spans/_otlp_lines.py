@@ -17,6 +17,7 @@ which gives the same spans or says why not. So the two paths agree span for span
 from __future__ import annotations
 
 import sys
+from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
@@ -115,6 +116,8 @@ class _Request(msgspec.Struct, gc=False):
     resourceSpans: list[_ResourceSpans]
 
 
+_RAW_ID, _RAW_PARENT = attrgetter("spanId"), attrgetter("parentSpanId")
+
 # strict=False: OTLP JSON writes 64-bit integers (times, intValue) as decimal strings.
 _decode = msgspec.json.Decoder(_Request, strict=False).decode
 
@@ -130,6 +133,19 @@ def _big(raw: Any) -> bool:
     return False
 
 
+_FIELDS = (
+    "stringValue",
+    "intValue",
+    "doubleValue",
+    "boolValue",
+    "arrayValue",
+    "kvlistValue",
+    "bytesValue",
+)
+_NESTED = frozenset(("arrayValue", "kvlistValue", "bytesValue"))
+_astuple = msgspec.structs.astuple
+
+
 def _value(v: _Value | None) -> Any:
     """The general path's value of ``v`` (raises _StepAside when it cannot tell)."""
     if v is None:
@@ -137,26 +153,48 @@ def _value(v: _Value | None) -> Any:
     if v.stringValue is not UNSET:
         # A string, or null: the general path reads stringValue first, whatever else is set.
         return v.stringValue
-    found = [
-        (key, raw)
-        for key, raw in (
-            ("intValue", v.intValue),
-            ("doubleValue", v.doubleValue),
-            ("boolValue", v.boolValue),
-            ("arrayValue", v.arrayValue),
-            ("kvlistValue", v.kvlistValue),
-            ("bytesValue", v.bytesValue),
-        )
-        if raw is not UNSET
-    ]
-    if not found:
+    raw = v.intValue
+    if (  # token counts: the usual value that is not a string, alone
+        raw is not UNSET
+        and v.doubleValue is UNSET
+        and v.boolValue is UNSET
+        and v.arrayValue is UNSET
+        and v.kvlistValue is UNSET
+        and v.bytesValue is UNSET
+    ):
+        if type(raw) is int:
+            return raw
+        try:  # as _any_value does
+            return int(raw)
+        except (TypeError, ValueError):
+            return raw
+    fields = _astuple(v)
+    unset = fields.count(UNSET)
+    if unset == len(fields):
         return None
-    if len(found) > 1:
-        raise _StepAside  # the general path takes the first in the line's order
-    ((key, raw),) = found
-    if key in ("arrayValue", "kvlistValue", "bytesValue") and _big(raw):
+    if unset != len(fields) - 1:
+        raise _StepAside  # several fields: the general path takes the first in the line's order
+    key, raw = next((k, x) for k, x in zip(_FIELDS, fields, strict=True) if x is not UNSET)
+    if key in _NESTED and _big(raw):
         raise _StepAside
     return _any_value({key: raw})
+
+
+def _ids_ok(ids: list[str], width: int, zeros: str) -> bool:
+    """Whether every id is ``width`` characters of ``[0-9a-z]`` and not all zeros: then
+    each passes the general path's own check (lower case or all digits, not zeros),
+    which the fast path would otherwise make span by span. False sends the line to the
+    general path, which checks (and normalises or rejects) each id itself."""
+    try:
+        joined = "".join(ids).encode("ascii")  # bytes: their checks are ASCII-only, and fast
+    except UnicodeEncodeError:
+        return False
+    return (
+        set(map(len, ids)) == {width}
+        and joined.isalnum()
+        and (joined.islower() or joined.isdigit())
+        and zeros not in ids
+    )
 
 
 def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
@@ -201,9 +239,20 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
             if name:
                 service = intern(str(name))
         for scope in rs.scopeSpans or rs.instrumentationLibrarySpans:
-            for raw in scope.spans:
-                # The general path's checks, inline; what fails them it reads itself
-                # (and normalises or skips with a reason).
+            raws = scope.spans
+            if not raws:
+                continue
+            # The general path's id checks, for the whole scope at once (see _ids_ok).
+            ids = list(map(_RAW_ID, raws))
+            parents = list(map(_RAW_PARENT, raws))
+            if not _ids_ok(ids, 16, zeros16):
+                return None
+            present = list(filter(None, parents))
+            if present and not _ids_ok(present, 16, zeros16):
+                return None
+            for raw, span_id, parent in zip(raws, ids, parents, strict=True):
+                # The general path's other checks, inline; what fails them it reads
+                # itself (and normalises or skips with a reason).
                 trace_id = raw.traceId
                 if trace_id != current:
                     if trace_id not in good:
@@ -216,23 +265,6 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                         good.add(trace_id)
                         out[trace_id] = []
                     current, bucket = trace_id, out[trace_id]
-                span_id = raw.spanId
-                if not (
-                    len(span_id) == 16
-                    and (span_id.islower() or span_id.isdigit())
-                    and span_id != zeros16
-                ):
-                    return None
-                parent: str | None = raw.parentSpanId
-                if parent:
-                    if not (
-                        len(parent) == 16
-                        and (parent.islower() or parent.isdigit())
-                        and parent != zeros16
-                    ):
-                        return None
-                else:
-                    parent = None
                 start_ns = raw.startTimeUnixNano
                 end_ns = raw.endTimeUnixNano
                 if not lax < start_ns <= end_ns:
@@ -245,11 +277,12 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                     attributes = {}
                     for kv in items:
                         v = kv.value
-                        attributes[kv.key] = (
-                            v.stringValue
-                            if v is not None and type(v.stringValue) is str
-                            else _value(v)
-                        )
+                        if v is not None:
+                            text = v.stringValue
+                            if type(text) is str:
+                                attributes[kv.key] = text
+                                continue
+                        attributes[kv.key] = _value(v)
                     stage = attributes.get(stage_key)
                     if stage is not None:
                         stage = intern(stage) if type(stage) is str else str(stage)
@@ -280,7 +313,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                     Span(
                         trace_id,
                         span_id,
-                        parent,
+                        parent or None,
                         service,
                         intern(raw.name),
                         kind,  # type: ignore[arg-type]
