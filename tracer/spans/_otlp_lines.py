@@ -280,9 +280,9 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                         if v is not None:
                             text = v.stringValue
                             if type(text) is str:
-                                attributes[kv.key] = text
+                                attributes[intern(kv.key)] = text
                                 continue
-                        attributes[kv.key] = _value(v)
+                        attributes[intern(kv.key)] = _value(v)
                     stage = attributes.get(stage_key)
                     if stage is not None:
                         stage = intern(stage) if type(stage) is str else str(stage)
@@ -311,7 +311,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                 code = 0 if status is None else status.code
                 bucket.append(
                     Span(
-                        trace_id,
+                        current,  # one string for the trace's spans (the others die now)
                         span_id,
                         parent or None,
                         service,
