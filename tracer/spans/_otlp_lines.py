@@ -162,11 +162,11 @@ def _value(v: _Value | None) -> Any:
         and v.kvlistValue is UNSET
         and v.bytesValue is UNSET
     ):
-        if type(raw) is int:
+        if type(raw) is int or raw is None:  # None: as int(None) fails in _any_value
             return raw
         try:  # as _any_value does
             return int(raw)
-        except (TypeError, ValueError):
+        except ValueError:
             return raw
     fields = _astuple(v)
     unset = fields.count(UNSET)

@@ -15,16 +15,18 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
-import httpx
 import orjson
 
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis.loaders.files import add_object
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.otlp import normalize_id
+
+if TYPE_CHECKING:
+    import httpx  # imported where it is used: a file analysis never needs it
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -90,6 +92,8 @@ def http_client(
 ) -> httpx.Client:
     """A client for one backend: JSON answers, at most :data:`FETCH_CONCURRENCY`
     connections, ``headers`` (from :func:`backend_access`) on every request."""
+    import httpx
+
     return httpx.Client(
         timeout=timeout_s,
         limits=httpx.Limits(max_connections=FETCH_CONCURRENCY),
@@ -106,6 +110,8 @@ def backend_access(url: str) -> tuple[str, dict[str, str]]:
     Raises:
         ConfigError: :data:`HEADERS_ENV` is not ``name=value`` pairs.
     """
+    import httpx
+
     headers: dict[str, str] = {}
     parsed = httpx.URL(url)
     if parsed.userinfo:
@@ -143,6 +149,8 @@ def get(
     client: httpx.Client, url: str, params: dict[str, Any] | None = None, *, who: str
 ) -> httpx.Response:
     """GET ``url``; a backend that does not answer at all is a :class:`SourceError`."""
+    import httpx
+
     try:
         return client.get(url, params=params)
     except httpx.HTTPError as exc:
@@ -211,6 +219,8 @@ def fetch_each(
 
 
 def _guarded(fetch: Callable[[str], Fetched], trace_id: str) -> Fetched:
+    import httpx
+
     try:
         return fetch(trace_id)
     except httpx.TimeoutException:

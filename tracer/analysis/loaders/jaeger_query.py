@@ -14,9 +14,8 @@ Traces asked for by id come from ``/api/v3/traces/<id>``, or ``/api/traces/<id>`
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import orjson
 
 from tracer._errors import SourceError
@@ -37,6 +36,9 @@ from tracer.analysis.loaders._http import (
 )
 from tracer.analysis.loaders.files import add_object
 from tracer.analysis.traceset import TraceSet
+
+if TYPE_CHECKING:
+    import httpx  # imported where it is used: a file analysis never needs it
 
 __all__ = ["load_jaeger"]
 

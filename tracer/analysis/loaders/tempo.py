@@ -17,9 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from tracer._errors import SourceError
 from tracer.analysis.loaders._http import (
@@ -41,6 +39,9 @@ from tracer.analysis.loaders._http import (
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 from tracer.spans.otlp import normalize_id
+
+if TYPE_CHECKING:
+    import httpx  # imported where it is used: a file analysis never needs it
 
 __all__ = ["TEMPO_DEFAULT_LIMIT", "fetch_tempo", "load_tempo", "search_tempo", "traceql"]
 
