@@ -85,10 +85,13 @@ class _Sparse:
         self.ends.frombytes(ends.astype(np.int64).tobytes())
 
     def extend(self, other: _Sparse, remap: np.ndarray) -> None:
+        """Append ``other``'s rows, its name indices mapped through ``remap``."""
         base = len(self.values)
-        self.ends.extend((np.frombuffer(other.ends, np.int64) + base).tolist())
-        keys = np.frombuffer(other.keys, np.int32)
-        self.keys.extend(remap[keys].tolist() if keys.size else [])
+        if len(other.ends):
+            self.ends.frombytes((np.frombuffer(other.ends, np.int64) + base).tobytes())
+        if len(other.keys):
+            keys = np.frombuffer(other.keys, np.int32)
+            self.keys.frombytes(remap[keys].astype(np.int32).tobytes())
         self.values.extend(other.values)
 
     def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -198,8 +198,9 @@ class TraceTable:
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
         )  # the last one maps -1 (no split value) to itself
         for name in ("_model", "_root", "_split"):
-            col = np.frombuffer(getattr(other, name), np.int32)
-            getattr(self, name).extend(strings[col].tolist() if col.size else [])
+            if len(getattr(other, name)):
+                col = np.frombuffer(getattr(other, name), np.int32)
+                getattr(self, name).frombytes(strings[col].astype(np.int32).tobytes())
         groups = np.array(
             [self._group_names.of(g) for g in other._group_names.names] or [0], np.int32
         )
