@@ -87,3 +87,17 @@ def emit_sample_spans(tracer: object) -> None:
         link = Link(parent.get_span_context(), {"why": "retry"})
         with t.start_as_current_span("child", kind=trace.SpanKind.CLIENT, links=[link]) as child:
             child.set_status(Status(StatusCode.ERROR, "boom"))
+
+
+def fresh_tracer_provider() -> None:
+    """Forget this process's global tracer provider, so that ``tracer.setup()`` installs
+    its own. OpenTelemetry sets the global provider once per process, and an earlier test
+    in the same process (``capture_spans``, which installs one without an exporter) may
+    have set it: under ``pytest -n`` which tests share a process varies. The same reset
+    as ``reset_trace_globals`` in OpenTelemetry's own test utilities."""
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
+    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
+    trace._PROXY_TRACER_PROVIDER = trace.ProxyTracerProvider()  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ import pytest
 import tracer
 from demo_app.chain import Chain
 from demo_app.client import run_requests
-from tests.helpers import eventually
+from tests.helpers import eventually, fresh_tracer_provider
 from tracer.analysis import analyze, load
 from tracer.analysis.prepare import prepare
 from tracer.spans import Warnings
@@ -28,6 +28,7 @@ SERVICES = {"client", "gateway", "app", "model"}
 def chain(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     with Chain(folder / "spans.db", profile="lan", rate_limit=0.0, log_dir=folder) as running:
+        fresh_tracer_provider()  # not one an earlier test in this process installed
         tracer.setup(service_name="client", endpoint=running.collector.endpoint)
         yield running
         # Flush and stop the exporter while the collector still listens.
