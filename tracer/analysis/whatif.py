@@ -11,7 +11,6 @@ sibling that was hidden can become critical.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,37 +67,53 @@ def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float
     Times are nanoseconds relative to the root's start (floats: small numbers keep
     their precision).
     """
+    return _retime(trace, trace.end, trace.children, _factors(trace, stage, speedup))
+
+
+def _factors(trace: PreparedTrace, stage: str, speedup: float) -> list[float]:
+    """Each span's time factor: 1 / ``speedup`` in ``stage`` (or its sub-stages), else 1."""
+    return [1.0 / speedup if covers(stage, x) else 1.0 for x in trace.stage]
+
+
+def _retime(
+    trace: PreparedTrace, end: list[int], children: list[list[int]], factor: list[float]
+) -> tuple[list[float], list[float]]:
+    """:func:`retime` of ``trace`` with these ends and children (the trace's own, or its
+    time-to-first-token view's) and per-span factors."""
     n = len(trace.spans)
-    factor = [1.0 / speedup if covers(stage, trace.stage[i]) else 1.0 for i in range(n)]
     lo = [0] * n
     hi = [0] * n
     root = trace.root
     base = trace.start[root]
-    lo[root], hi[root] = 0, trace.end[root] - base
+    lo[root], hi[root] = 0, end[root] - base
     for p in trace.order:  # clip children to their parent's (clipped) interval
-        for c in trace.children[p]:
+        for c in children[p]:
             cs = min(max(trace.start[c] - base, lo[p]), hi[p])
             lo[c] = cs
-            hi[c] = max(min(trace.end[c] - base, hi[p]), cs)
+            hi[c] = max(min(end[c] - base, hi[p]), cs)
     new_start = [0.0] * n
     new_end = [0.0] * n
     new_start[root] = float(lo[root])
     # Depth first without recursion (chains of any depth): a frame per span whose
     # children are being placed; a child is placed only after its earlier siblings'
     # whole subtrees, since its anchor's new end depends on them.
-    stack = [_Frame(root, lo, hi, trace.children[root])]
+    stack = [_Frame(root, lo, hi, children[root])]
     while stack:
         frame = stack[-1]
         p = frame.parent
         if frame.next < len(frame.kids):
             c = frame.kids[frame.next]
-            anchor = frame.anchor_for(frame.next)
+            # The first child placed has no earlier sibling to follow.
+            anchor = frame.anchor_for(frame.next) if len(frame.kids) > 1 else -1
             if anchor >= 0:
                 new_start[c] = new_end[anchor] + (lo[c] - hi[anchor]) * factor[p]
             else:
                 new_start[c] = new_start[p] + (lo[c] - lo[p]) * factor[p]
             frame.next += 1
-            stack.append(_Frame(c, lo, hi, trace.children[c]))
+            if children[c]:
+                stack.append(_Frame(c, lo, hi, children[c]))
+            else:  # a leaf ends its own (scaled) length after its start, as a popped frame
+                new_end[c] = new_start[c] + (hi[c] - lo[c]) * factor[c]
             continue
         stack.pop()
         if frame.kids:
@@ -122,11 +137,15 @@ class _Frame:
 
     def __init__(self, parent: int, lo: list[int], hi: list[int], children: list[int]) -> None:
         self.parent = parent
-        self.kids = sorted(children, key=lambda c: (lo[c], hi[c]))
         self.next = 0
         self._lo = lo
         self._hi = hi
-        self._by_end = sorted(range(len(self.kids)), key=lambda j: (hi[self.kids[j]], j))
+        if len(children) == 1:  # a chain of calls: nothing to sort
+            self.kids = list(children)
+            self._by_end = [0]
+        else:
+            self.kids = sorted(children, key=lambda c: (lo[c], hi[c]))
+            self._by_end = sorted(range(len(self.kids)), key=lambda j: (hi[self.kids[j]], j))
         self._taken = 0
         self._best = -1  # position in kids
         self._waiting: list[int] = []  # ended early enough, but not placed yet
@@ -203,7 +222,8 @@ class Projection:
     def __call__(self, trace: PreparedTrace) -> Projected:
         """The trace's retimed end-to-end time, TTFT and stage times."""
         stage, speedup = self.stage, self.speedup
-        new_start, new_end = retime(trace, stage, speedup)
+        factor = _factors(trace, stage, speedup)
+        new_start, new_end = _retime(trace, trace.end, trace.children, factor)
         before: dict[str, int] = {}
         after: dict[str, float] = {}
         for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
@@ -214,7 +234,7 @@ class Projection:
             after[key] = after.get(key, 0.0) + u
         return Projected(
             after_ns=new_end[trace.root] - new_start[trace.root],
-            ttft=_retimed_ttft(trace, stage, speedup),
+            ttft=_retimed_ttft(trace, factor),
             has_stage=any(covers(stage, x) for x in trace.stage),
             before_groups=before,
             after_groups=after,
@@ -294,7 +314,7 @@ def _sums(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str]) -> 
     return {names[k]: float(values[keys == k].sum()) for k in np.unique(keys).tolist()}
 
 
-def _retimed_ttft(trace: PreparedTrace, stage: str, speedup: float) -> tuple[int, float] | None:
+def _retimed_ttft(trace: PreparedTrace, factor: list[float]) -> tuple[int, float] | None:
     """The client's time to first token before and after the change, or None.
 
     The TTFT view of the trace (spans end at their first-token marks, spans after the
@@ -307,12 +327,8 @@ def _retimed_ttft(trace: PreparedTrace, stage: str, speedup: float) -> tuple[int
         return None
     point = min(point, trace.end[root])
     ends, included = ttft_view(trace, point)
-    view = dataclasses.replace(
-        trace,
-        end=ends,
-        children=[[c for c in kids if included[c]] for kids in trace.children],
-    )
-    new_start, new_end = retime(view, stage, speedup)
+    children = [[c for c in kids if included[c]] for kids in trace.children]
+    new_start, new_end = _retime(trace, ends, children, factor)
     return point - trace.start[root], new_end[root] - new_start[root]
 
 
