@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from tracer.analysis import render
@@ -12,6 +13,7 @@ from tracer.analysis._attribute import Attributor
 from tracer.analysis._shapes import ShapeBatcher
 from tracer.analysis.aggregate import aggregate_table
 from tracer.analysis.stage_map import parse_stage_map
+from tracer.analysis.whatif import Projection
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -232,3 +234,30 @@ def test_marks_and_times_the_arrays_cannot_hold_take_the_scalar_path(odd):
         spans[-1].first_token_ns = odd.get("mark", spans[-1].first_token_ns)
     batched, scalar = _both(traces, group_by="stage", stage_map=None)
     assert _rows(batched) == _rows(scalar)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+@pytest.mark.parametrize(("stage", "speedup"), [("inference", 8.0), ("context", 0.5)])
+def test_batched_what_if_projections_equal_the_scalar_ones(seed, stage, speedup):
+    # whatif and report --speedup project each trace at attribution: the batches hand
+    # the scalar retiming the trace the scalar path would prepare.
+    rng = random.Random(seed)
+    traces = [_trace(i, _SHAPES[rng.randrange(len(_SHAPES))], rng) for i in range(900)]
+    projection = Projection(stage, speedup)
+    batched, scalar = _both(traces, group_by="stage", stage_map=None, projection=projection)
+    a, b = batched.columns(), scalar.columns()
+    assert list(a.ids) == list(b.ids) and len(a) == 900
+    pa, pb = a.projected, b.projected
+    assert pa is not None and pb is not None
+    for name in ("after_ns", "ttft_before_ns", "ttft_after_ns", "has_stage"):
+        assert np.array_equal(getattr(pa, name), getattr(pb, name)), name
+    for name in ("before_groups", "after_groups"):
+        for x, y in zip(getattr(pa, name), getattr(pb, name), strict=True):
+            assert np.array_equal(x, y), name
+    ra = projection.result(a, Warnings(), batched.tally())
+    rb = projection.result(b, Warnings(), scalar.tally())
+    assert render.dumps(render.whatif_dict(ra)) == render.dumps(render.whatif_dict(rb))
+    # Most traces went through the batches (the rest: skewed clocks, scalar shapes).
+    probe = Attributor(group_by="stage", stage_map=None, projection=projection)
+    taken = sum(probe._batcher.offer(s[0].trace_id, s, i, 0, None) for i, s in enumerate(traces))
+    assert taken > 500

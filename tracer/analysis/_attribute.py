@@ -53,9 +53,13 @@ class Attributor:
 
     def __post_init__(self) -> None:
         self._selecting = self.selection.active
-        if self.batched and self.projection is None:
+        if self.batched:
             self._batcher = ShapeBatcher(
-                self.group_by, self.stage_map, lambda: self.rows, self._attribute
+                self.group_by,
+                self.stage_map,
+                lambda: self.rows,
+                self._attribute,
+                projection=self.projection,
             )
 
     @property

@@ -20,6 +20,12 @@ clocks must be corrected (a child outside its remote parent: the scalar path shi
 subtrees and counts them) is attributed by the scalar path, as is every trace of a
 shape it cannot take: engine sub-stages, a parent cycle, a CLIENT span with more than
 one remote child, duplicate span ids, more than one root.
+
+With a what-if projection (``whatif``, ``report --speedup``), each batched trace is
+also retimed by the scalar projection itself, on the :class:`PreparedTrace` the scalar
+path would build: the shape's tree, stages and hops with the batch's (widened) times.
+Only ``prepare`` and the breakdown are saved per trace there; the retiming stays the
+scalar arithmetic (floats in the same order).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from tracer.analysis._table import TraceTable
+from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis._walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.breakdown import (
     _INPUT_KEYS,
@@ -42,7 +48,7 @@ from tracer.analysis.breakdown import (
     group_key,
     token_carriers,
 )
-from tracer.analysis.prepare import StageMap, prepare
+from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
@@ -89,6 +95,9 @@ class _Shape:
     carriers: list[tuple[int, str | None, str | None, tuple[str, ...]]]
     root_service: str
     root_name: str
+    #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
+    stage: list[str]
+    hop: list[tuple[str, str] | None]
     ids: list[str] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
@@ -130,9 +139,11 @@ class ShapeBatcher:
         table: Callable[[], TraceTable],
         scalar: Callable[[str, list[Span], int, int, str | None], None],
         batch: int = BATCH,
+        projection: Callable[[PreparedTrace], Projected] | None = None,
     ) -> None:
         self.group_by = group_by
         self.stage_map = stage_map
+        self.projection = projection
         self._table = table
         self._scalar = scalar
         self._batch = batch
@@ -278,6 +289,8 @@ class ShapeBatcher:
             carriers=[_plan(spans[i].attributes, i) for i in token_carriers(trace)],
             root_service=spans[root].service,
             root_name=spans[root].name,
+            stage=list(trace.stage),
+            hop=list(trace.hop),
         )
 
     def _run(self, shape: _Shape) -> None:
@@ -327,6 +340,7 @@ class ShapeBatcher:
             last_ends = [last_ends[r] for r in pick]
             splits = [splits[r] for r in pick]
             tokens = [tokens[r] for r in pick]
+            spans = [spans[r] for r in pick]
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -349,6 +363,29 @@ class ShapeBatcher:
             gap = np.maximum(marks[:, i] - start[:, i], 0)
             model_ttft = np.where(has[:, i], gap, model_ttft)
         width = len(shape.groups)
+        projected = None
+        if self.projection is not None:
+            # The what-if retiming is the scalar path's own, on the trace the scalar path
+            # would prepare: the shape's tree and stages, the batch's (widened) times.
+            row_starts: list[list[int]] = start.tolist()
+            row_ends: list[list[int]] = end.tolist()
+            projected = [
+                self.projection(
+                    PreparedTrace(
+                        ids[r],
+                        spans[r],
+                        root,
+                        shape.parent,
+                        shape.children,
+                        row_starts[r],
+                        row_ends[r],
+                        shape.stage,
+                        shape.hop,
+                        shape.order,
+                    )
+                )
+                for r in range(len(ids))
+            ]
         self._table().add_rows(
             ids,
             seqs,
@@ -364,6 +401,7 @@ class ShapeBatcher:
             groups=(shape.groups, sums(own, shape.group_of, width)),
             ttft_groups=None if ttft_own is None else sums(ttft_own, shape.group_of, width),
             hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
+            projected=projected,
         )
 
 

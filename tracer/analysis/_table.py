@@ -130,15 +130,16 @@ class TraceTable:
         groups: tuple[list[str], np.ndarray],
         ttft_groups: np.ndarray | None,
         hops: tuple[list[tuple[str, str]], np.ndarray],
+        projected: list[Projected] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
         shape, :mod:`tracer.analysis._shapes`): int64 columns with -1 for None;
         ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
         when its sum is positive (as the walks keep only spans with time);
-        ``ttft_groups`` the same sums by group where ``ttft`` is set (no projection
-        columns: a table with them takes rows through :meth:`add`)."""
-        if self._projected is not None:
-            raise ValueError("rows with what-if projections are added one by one")
+        ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
+        each row's what-if projection (for every row of the table or for none)."""
+        if (projected is None) != (self._projected is None) and len(self._e2e):
+            raise ValueError("give a what-if projection for every row or for none")
         n = len(ids)
         self._ids.extend(ids)
         for column, values in (
@@ -168,6 +169,11 @@ class TraceTable:
         else:
             self._ttft_groups.add_many(names, ttft_groups, ttft >= 0)
         self._hops.add_many(*hops, None)
+        if projected is not None:
+            if self._projected is None:
+                self._projected = _Projections(self._group_names)
+            for p in projected:
+                self._projected.add(p)
 
     def mark(
         self,
