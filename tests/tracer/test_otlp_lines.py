@@ -293,3 +293,22 @@ def test_odd_values_and_times_random(value, time):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
     assert typed is None or (typed == general and not warnings.any)
+
+
+def test_deep_values_step_aside_without_a_recursion_error():
+    # Within orjson's nesting limit (1024), past what the typed path recurses through.
+    deep = {"stringValue": "x"}
+    for _ in range(300):
+        deep = {"arrayValue": {"values": [deep]}}
+    links = "[" * 1000 + "]" * 1000
+    for line in (
+        _attr_line(deep),
+        _one_span_line(links="LINKS").replace(b'"LINKS"', links.encode()),
+    ):
+        orjson.loads(line)  # JSON the general path reads
+        typed = traces_from_otlp_line(line)
+        general, warnings = _general(line)
+        assert typed is None or (typed == general and not warnings.any)
+        sink = TraceSet()
+        assert add_line(line, sink, "f") == LINE_GOOD
+        assert list(sink.traces) == ["a" * 32]

@@ -219,6 +219,10 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
         return _traces(_decode(line))
     except (msgspec.DecodeError, msgspec.ValidationError, _StepAside):
         return None
+    except RecursionError:
+        # Values nested deeper than msgspec or _big recurse: orjson reads up to 1024
+        # levels, and the general path reads values MAX_VALUE_DEPTH deep.
+        return None
 
 
 def _traces(request: _Request) -> dict[str, list[Span]] | None:
