@@ -293,3 +293,60 @@ def test_odd_values_and_times_random(value, time):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
     assert typed is None or (typed == general and not warnings.any)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # msgspec's lax mode reads the strings "null" (any case) as None and "-0" as 0.0
+        # where a field may be null or is a float; the general path keeps the string or
+        # reads float("-0"), which is -0.0. repr: -0.0 == 0.0.
+        _attr_line({"doubleValue": "null"}),
+        _attr_line({"doubleValue": "NULL"}),
+        _attr_line({"doubleValue": "-0"}),
+        _attr_line("null"),
+        _attr_line("Null"),
+        _attr_line("text"),
+        json.dumps(
+            {
+                "resourceSpans": [
+                    {
+                        "resource": {"attributes": [{"key": "service.name", "value": "null"}]},
+                        "scopeSpans": [
+                            {
+                                "spans": [
+                                    json.loads(_one_span_line())["resourceSpans"][0]["scopeSpans"][
+                                        0
+                                    ]["spans"][0]
+                                ]
+                            }
+                        ],
+                    }
+                ]
+            }
+        ).encode(),
+    ],
+)
+def test_lax_strings_read_as_the_general_path_reads_them(line):
+    typed = traces_from_otlp_line(line)
+    general, warnings = _general(line)
+    assert typed is None or (repr(typed) == repr(general) and not warnings.any)
+
+
+def test_deep_values_step_aside_without_a_recursion_error():
+    # Within orjson's nesting limit (1024), past what the typed path recurses through.
+    deep = {"stringValue": "x"}
+    for _ in range(300):
+        deep = {"arrayValue": {"values": [deep]}}
+    links = "[" * 1000 + "]" * 1000
+    for line in (
+        _attr_line(deep),
+        _one_span_line(links="LINKS").replace(b'"LINKS"', links.encode()),
+    ):
+        orjson.loads(line)  # JSON the general path reads
+        typed = traces_from_otlp_line(line)
+        general, warnings = _general(line)
+        assert typed is None or (typed == general and not warnings.any)
+        sink = TraceSet()
+        assert add_line(line, sink, "f") == LINE_GOOD
+        assert list(sink.traces) == ["a" * 32]

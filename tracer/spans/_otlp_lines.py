@@ -60,11 +60,13 @@ class _Value(msgspec.Struct, gc=False):
     """OTLP ``AnyValue``: the one field that is set. Booleans, arrays, maps and bytes
     stay as decoded and are converted as the general path converts them. UNSET tells
     a missing field from a null one (the general path reads them differently); an
-    intValue string is converted by int() as the general path does."""
+    intValue or doubleValue string is converted by int() or float() as the general path
+    does (str in the union: msgspec's lax mode would read "null" as None and "-0" as
+    0.0)."""
 
     stringValue: str | None | UnsetType = UNSET
     intValue: _Int | str | None | UnsetType = UNSET
-    doubleValue: float | None | UnsetType = UNSET
+    doubleValue: float | str | None | UnsetType = UNSET
     boolValue: Any = UNSET
     arrayValue: Any = UNSET
     kvlistValue: Any = UNSET
@@ -73,7 +75,9 @@ class _Value(msgspec.Struct, gc=False):
 
 class _KeyValue(msgspec.Struct, gc=False):
     key: str
-    value: _Value | None = None
+    # str: a bare string is the general path's value as it is (and lax mode would read
+    # "null" as None).
+    value: _Value | str | None = None
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -146,10 +150,10 @@ _NESTED = frozenset(("arrayValue", "kvlistValue", "bytesValue"))
 _astuple = msgspec.structs.astuple
 
 
-def _value(v: _Value | None) -> Any:
+def _value(v: _Value | str | None) -> Any:
     """The general path's value of ``v`` (raises _StepAside when it cannot tell)."""
-    if v is None:
-        return None
+    if type(v) is not _Value:
+        return v  # None, or a bare string: as _any_value
     if v.stringValue is not UNSET:
         # A string, or null: the general path reads stringValue first, whatever else is set.
         return v.stringValue
@@ -202,7 +206,9 @@ def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
     for kv in items:
         v = kv.value
         # Strings are most attributes: take them without a call.
-        out[kv.key] = v.stringValue if v is not None and type(v.stringValue) is str else _value(v)
+        out[kv.key] = (
+            v.stringValue if type(v) is _Value and type(v.stringValue) is str else _value(v)
+        )
     return out
 
 
@@ -219,6 +225,10 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
         return _traces(_decode(line))
     except (msgspec.DecodeError, msgspec.ValidationError, _StepAside):
         return None
+    except RecursionError:
+        # Values nested deeper than msgspec or _big recurse: orjson reads up to 1024
+        # levels, and the general path reads values MAX_VALUE_DEPTH deep.
+        return None
 
 
 def _traces(request: _Request) -> dict[str, list[Span]] | None:
@@ -230,6 +240,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
     mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
     zeros16, zeros32 = _ZEROS[16], _ZEROS[32]
     intern = _intern
+    value_type = _Value
     good: set[str] = set()  # trace ids that passed the checks
     current = None  # the trace of the last span (spans of a trace come in runs)
     for rs in request.resourceSpans:
@@ -277,7 +288,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                     attributes = {}
                     for kv in items:
                         v = kv.value
-                        if v is not None:
+                        if type(v) is value_type:
                             text = v.stringValue
                             if type(text) is str:
                                 attributes[intern(kv.key)] = text
