@@ -88,15 +88,13 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
 
             return SpanExportResult.SUCCESS
 
-    os.environ.update(
-        OTEL_BSP_SCHEDULE_DELAY="5000",
-        OTEL_BSP_MAX_QUEUE_SIZE="100000",
-        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="512",
-    )
-    if traced:
-        tracer.setup("bench", exporter=EncodeOnly("http://127.0.0.1:9/v1/traces"))
-    else:
-        tracer.setup("bench", disabled=True)
+    # The SDK's default batching: batches of 512 are encoded as the run goes.
+    batching = {
+        "OTEL_BSP_SCHEDULE_DELAY": "5000",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "100000",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512",
+    }
+    pieces._provider(traced, EncodeOnly("http://127.0.0.1:9/v1/traces"), batching)
     scenarios = {
         "server": pieces._server,
         "client": pieces._client,

@@ -45,18 +45,23 @@ _SCOPE = {
 }  # fmt: skip
 
 
-def _provider(traced: bool) -> None:
+def _provider(traced: bool, exporter: Any = None, batching: dict[str, str] | None = None) -> None:
+    """hoptrace's setup (``exporter``, else an OTLP JSON one to a closed port) or the
+    no-op provider; ``batching`` the ``OTEL_BSP_*`` settings, by default ones that keep
+    every span queued (nothing is sent in the run)."""
     import tracer
     from tracer._json_export import JsonSpanExporter
 
-    # Spans stay queued (nobody listens on the endpoint; nothing is sent in the run).
     os.environ.update(
-        OTEL_BSP_SCHEDULE_DELAY="3600000",
-        OTEL_BSP_MAX_QUEUE_SIZE="100000",
-        OTEL_BSP_MAX_EXPORT_BATCH_SIZE="100000",
+        batching
+        or {
+            "OTEL_BSP_SCHEDULE_DELAY": "3600000",
+            "OTEL_BSP_MAX_QUEUE_SIZE": "100000",
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100000",
+        }
     )
     if traced:
-        tracer.setup("bench", exporter=JsonSpanExporter("http://127.0.0.1:9/v1/traces"))
+        tracer.setup("bench", exporter=exporter or JsonSpanExporter("http://127.0.0.1:9/v1/traces"))
     else:
         tracer.setup("bench", disabled=True)
 
