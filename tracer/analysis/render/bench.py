@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracer.analysis.aggregate import Stats
 from tracer.analysis.render.json_out import number, stats_dict
 from tracer.analysis.render.sections import Section, fmt_ms
-from tracer.bench import KNEE_RATIO, BenchResult
+
+if TYPE_CHECKING:  # tracer.bench imports httpx: not for every report
+    from tracer.bench import BenchResult
 
 __all__ = ["bench_dict", "bench_sections"]
 
@@ -57,6 +59,8 @@ def _cell(s: Stats | None, key: str) -> str:
 
 def bench_sections(result: BenchResult) -> list[Section]:
     """The table of a sweep, one row per level, with the knee and the notes under it."""
+    from tracer.bench import KNEE_RATIO
+
     head = Section(
         f"Benchmark {result.url} (max_tokens {result.max_tokens}, "
         f"{'streaming' if result.stream else 'not streaming'})",

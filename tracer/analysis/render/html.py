@@ -17,6 +17,7 @@ import datetime as _dt
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from html import escape
+from typing import TYPE_CHECKING
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
@@ -38,7 +39,9 @@ from tracer.analysis.split import Split
 from tracer.analysis.substages import nested
 from tracer.analysis.waterfall import Waterfall
 from tracer.analysis.whatif import WhatIf
-from tracer.bench import BenchResult
+
+if TYPE_CHECKING:  # tracer.bench imports httpx: not for every report
+    from tracer.bench import BenchResult
 
 __all__ = ["Report", "to_html"]
 
