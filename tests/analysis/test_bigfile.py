@@ -49,6 +49,38 @@ def test_split_traces_are_joined_and_numbers_match_serial(tmp_path, workers):
     assert any("not JSON" in m for m in parallel.warnings.messages)
 
 
+def test_progress_counts_every_partition_up_to_the_total(tmp_path):
+    # The first partition is read by this process, the others by workers: the bytes
+    # shown count them all, never go back, and end at the total before attributing.
+    path = _split_file(tmp_path / "split.jsonl", traces=200)
+    calls: list[tuple[str, int, int]] = []
+    got = analyze_files(
+        [path], "stage", None, 3, progress=lambda *call: calls.append(call), window=5
+    )
+    assert got.traces == 200
+    reading = [done for phase, done, _ in calls if phase == "reading"]
+    assert reading == sorted(reading)
+    assert reading[-1] == path.stat().st_size
+    assert calls[-1][0] == "attributing"
+
+
+def test_a_failing_worker_is_one_clear_error(tmp_path, monkeypatch):
+    import tracer.analysis._bigfile as bigfile
+    from tracer._errors import HoptraceError
+
+    path = _split_file(tmp_path / "split.jsonl")
+    parent, real = os.getpid(), bigfile._partition
+
+    def partition(*args, **kwargs):
+        if os.getpid() != parent:  # in a forked worker only
+            raise MemoryError("no room")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bigfile, "_partition", partition)
+    with pytest.raises(HoptraceError, match="an analysis worker failed: MemoryError: no room"):
+        analyze_files([path], "stage", None, 2)
+
+
 def test_filters_apply_to_whole_traces(tmp_path):
     path = _split_file(tmp_path / "split.jsonl")
     for kwargs in ({"run": "even"}, {"service": "model"}, {"operation": "nope"}):

@@ -252,10 +252,13 @@ def _fork(
     total: int,
     progress: Callable[[str, int, int], None] | None,
 ) -> list[Any]:
+    """The partitions of ``plan``: this process streams the first itself (one fork and
+    one table's pickling fewer, and no core left to a process that only waits); the
+    others run in forked workers, started first."""
     ctx = multiprocessing.get_context("fork")
     read = ctx.Value("q", 0)
     conns, procs = [], []
-    for ranges in plan:
+    for ranges in plan[1:]:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_worker, args=(child, ranges, attribute, window, read))
         proc.daemon = True
@@ -264,12 +267,23 @@ def _fork(
         conns.append(parent)
         procs.append(proc)
     try:
+        shown = [0.0]
+
+        def tick(n: int) -> None:
+            with read.get_lock():
+                read.value += n
+            now = time.monotonic()
+            if progress is not None and now - shown[0] >= 0.1:
+                shown[0] = now
+                progress("reading", min(read.value, total), total)
+
+        mine = _partition(plan[0], attribute, window, tick)
         if progress is not None:
             while not all(c.poll(0) for c in conns):
                 progress("reading", min(read.value, total), total)
                 time.sleep(0.1)
             progress("reading", total, total)
-        return [_recv(c)[1:] for c in conns]
+        return [mine, *(_recv(c)[1:] for c in conns)]
     finally:
         for proc in procs:
             proc.join(timeout=5)
