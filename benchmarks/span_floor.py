@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -170,24 +169,20 @@ def _chain_spans(out: Path) -> int:
 def _chain_cpu_ms(requests: int, concurrency: int) -> float:
     """CPU ms a request of an untraced chain's three services and the client."""
     from demo_app.chain import Chain
-    from demo_app.overhead import stream_requests
-
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def cpu_s(pid: int) -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
+    from demo_app.overhead import services_cpu_s, stream_requests
 
     with tempfile.TemporaryDirectory(prefix="hoptrace-floor-") as tmp:
         with Chain(Path(tmp) / "u.db", profile="loopback", traced=False) as chain:
             url = chain.base_url + "/chat/completions"
             asyncio.run(stream_requests(url, chain.api_key, 50, concurrency))  # warm-up
-            pids = chain.service_pids
-            before = sum(cpu_s(p) for p in pids.values())
+            before = services_cpu_s(chain)
             mine = time.process_time()
             asyncio.run(stream_requests(url, chain.api_key, requests, concurrency))
             client = time.process_time() - mine
-            services = sum(cpu_s(p) for p in pids.values()) - before
+            after = services_cpu_s(chain)
+    if before is None or after is None:
+        raise SystemExit("the services' CPU time cannot be read (/proc)")
+    services = after - before
     return (services + client) / requests * 1000
 
 

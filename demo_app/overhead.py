@@ -38,6 +38,7 @@ __all__ = [
     "ack_receiver",
     "alternate_requests",
     "measure_overhead",
+    "services_cpu_s",
     "stream_requests",
 ]
 
@@ -243,7 +244,7 @@ def measure_overhead(
             results = []
             for n in range(pairs):
                 cpu: dict[str, float | None] = {}
-                before = {name: _cpu_s(chain) for name, chain in chains.items()}
+                before = {name: services_cpu_s(chain) for name, chain in chains.items()}
                 if concurrency == 1:
                     # One request at a time: alternate the chains request by request.
                     started = time.perf_counter()
@@ -267,7 +268,7 @@ def measure_overhead(
                     got = {}
                     for name in order:
                         chain = chains[name]
-                        before[name] = _cpu_s(chain)
+                        before[name] = services_cpu_s(chain)
                         got[name] = asyncio.run(
                             stream_requests(
                                 chain.base_url + "/chat/completions",
@@ -276,10 +277,10 @@ def measure_overhead(
                                 concurrency,
                             )  # fmt: skip
                         )
-                        cpu[name] = _per_request(before[name], _cpu_s(chain), requests)
+                        cpu[name] = _per_request(before[name], services_cpu_s(chain), requests)
                 for name, chain in chains.items():
                     if name not in cpu:
-                        cpu[name] = _per_request(before[name], _cpu_s(chain), requests)
+                        cpu[name] = _per_request(before[name], services_cpu_s(chain), requests)
                 (t_lat, t_wall), (u_lat, u_wall) = got["traced"], got["untraced"]
                 t50, t90 = np.percentile(t_lat, [50, 90])
                 u50, u90 = np.percentile(u_lat, [50, 90])
@@ -304,7 +305,7 @@ def _per_request(before: float | None, after: float | None, requests: int) -> fl
     return None if before is None or after is None else (after - before) / requests * 1000
 
 
-def _cpu_s(chain: Chain) -> float | None:
+def services_cpu_s(chain: Chain) -> float | None:
     """User + system CPU seconds the chain's services have used (Linux /proc)."""
     total = 0.0
     try:
