@@ -15,6 +15,7 @@ from tests.helpers import hoptrace
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, load
 from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.render import analysis_dict
 from tracer.analysis.traceset import TraceSet
 
 
@@ -145,3 +146,17 @@ def test_reports_link_traces_to_the_jaeger_that_was_analysed(tmp_path):
     assert "http://ui:1/trace/<id>" in " ".join(chosen.stdout.split())
     # What the URL is was asked once per command, when it was read, not again for links.
     assert len(jaeger.paths("/api/status/buildinfo")) == 3
+
+
+def test_dask_on_a_jaeger_url_asks_what_it_is_once_and_reads_it_here():
+    # --engine dask takes only Tempo URLs onto a cluster; a Jaeger URL is read in this
+    # process, with the backend it was found to be (not probed a second time).
+    from tracer.analysis.pipeline import analyze_sources
+
+    traces = recent_traces(5)
+    with _jaeger(traces).running() as jaeger:
+        local, _ = analyze_sources([jaeger.url], service="client")
+        probes = len(jaeger.paths("/api/status/buildinfo"))
+        dask, _ = analyze_sources([jaeger.url], service="client", engine="dask")
+    assert analysis_dict(dask) == analysis_dict(local) and dask.traces == 5
+    assert len(jaeger.paths("/api/status/buildinfo")) - probes == 1

@@ -275,6 +275,22 @@ def test_credentials_in_the_url_and_tenant_headers_reach_tempo_and_stay_out_of_m
             assert "401" in line and "HOPTRACE_BACKEND_HEADERS" in line
 
 
+def test_waiting_for_traces_sends_the_credentials_and_tenant_to_the_probe_too(monkeypatch):
+    # wait_for_traces (hoptrace bench) resolves the backend itself: the probe carries the
+    # URL's user:password and HOPTRACE_BACKEND_HEADERS, as every later request does.
+    traces = recent_traces(4)
+    basic = "Basic " + base64.b64encode(b"reader:s3cret").decode()
+    tempo = _tempo(traces)
+    tempo.required_headers = {"X-Scope-OrgID": "acme", "Authorization": basic}
+    monkeypatch.setenv("HOPTRACE_BACKEND_HEADERS", "X-Scope-OrgID=acme")
+    wanted = {t[0].trace_id for t in traces}
+    with tempo.running():
+        url = tempo.url.replace("http://", "http://reader:s3cret@")
+        found, incomplete = wait_for_traces(url, wanted, deadline_s=10, since_s=600, poll_s=0.01)
+    assert set(found.traces) == wanted and incomplete == 0
+    assert len(tempo.paths("/api/status/buildinfo")) == 1
+
+
 def test_a_malformed_backend_headers_setting_is_a_config_error(monkeypatch):
     monkeypatch.setenv("HOPTRACE_BACKEND_HEADERS", "X-Scope-OrgID acme")
     with pytest.raises(ConfigError, match="HOPTRACE_BACKEND_HEADERS must be name=value"):

@@ -106,27 +106,28 @@ def analyze_sources(
             return result, None
     if engine == "dask":
         if not keep_traces and len(sources) == 1 and is_url(str(sources[0])):
-            tempo = _tempo_on_dask(
-                str(sources[0]),
-                backend,
-                listener,
-                since,
-                group_by=group_by,
-                stage_map=stage_map,
-                selection=TraceFilter(service, operation, run, _since_ns(since)),
-                progress=progress,
-                service=service,
-                operation=operation,
-                query=query,
-                limit=limit,
-                scheduler=scheduler,
-                workers=workers,
-                split_by=split_by,
-                projection=projection,
-                exact_traces=exact_traces,
-            )
-            if tempo is not None:
-                return tempo, None
+            from tracer.analysis.loaders.url import resolve_backend
+
+            # Resolved once: a Jaeger URL is then loaded below without asking again.
+            backend = resolve_backend(str(sources[0]), backend, listener)
+            if backend == "tempo":
+                return _tempo_on_dask(
+                    str(sources[0]),
+                    since,
+                    group_by=group_by,
+                    stage_map=stage_map,
+                    selection=TraceFilter(service, operation, run, _since_ns(since)),
+                    progress=progress,
+                    service=service,
+                    operation=operation,
+                    query=query,
+                    limit=limit,
+                    scheduler=scheduler,
+                    workers=workers,
+                    split_by=split_by,
+                    projection=projection,
+                    exact_traces=exact_traces,
+                ), None
         listener.found(
             "--engine dask runs on OTLP JSON-lines files, the span store and a Grafana "
             "Tempo URL; these sources (or this command's options) are read in this process"
@@ -153,23 +154,11 @@ def analyze_sources(
     return result, traces
 
 
-def _tempo_on_dask(
-    url: str,
-    backend: str,
-    listener: Listener,
-    since: str | None,
-    **kwargs: Any,
-) -> Analysis | None:
-    """A Tempo URL on Dask (searched here, fetched and attributed on the workers,
-    :func:`~tracer.analysis._dask.analyze_tempo` with ``kwargs``), or None when ``url``
-    is Jaeger."""
+def _tempo_on_dask(url: str, since: str | None, **kwargs: Any) -> Analysis:
+    """A Tempo URL on Dask: searched here, fetched and attributed on the workers
+    (:func:`~tracer.analysis._dask.analyze_tempo` with ``kwargs``)."""
     from tracer.analysis import _dask
-    from tracer.analysis.loaders._http import backend_access
-    from tracer.analysis.loaders.url import resolve_backend
 
-    plain, headers = backend_access(url)
-    if resolve_backend(plain, backend, listener, headers) != "tempo":
-        return None
     lookback_s = parse_duration(since) if since else 3600.0
     return _dask.analyze_tempo(url, lookback_s=lookback_s, **kwargs)
 

@@ -35,16 +35,22 @@ def resolve_backend(
     headers: dict[str, str] | None = None,
 ) -> str:
     """``"jaeger"`` or ``"tempo"``: ``backend`` itself, or, for ``"auto"``, what the URL
-    answers as (``listener`` is told which).
+    answers as (``listener`` is told which). Without ``headers``, the URL's
+    ``user:password@`` and :data:`~tracer.analysis.loaders._http.HEADERS_ENV` are read
+    here (``backend_access``), so no caller sends the probe without them or prints the
+    password.
 
     Raises:
-        ConfigError: ``backend`` is not one of :data:`BACKENDS`.
+        ConfigError: ``backend`` is not one of :data:`BACKENDS`, or a bad
+            ``HOPTRACE_BACKEND_HEADERS``.
         SourceError: nothing answers at ``url``, or it answers as neither backend.
     """
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if backend != "auto":
         return backend
+    if headers is None:
+        url, headers = backend_access(url)
     base = url.rstrip("/")
     with http_client(10.0, headers) as client:
         resp = get(client, f"{base}/api/status/buildinfo", who="the trace backend")
