@@ -146,14 +146,18 @@ def _trace(number: int, template: list, rng: random.Random, odd: bool = True) ->
 
 
 def _both(traces: list[list[Span]], **kwargs):
-    """(batched, scalar) tables of the same traces."""
-    out = []
+    """(batched, scalar) tables of the same traces, and how many traces the batches
+    took (so that a test sees the batches were compared, not the scalar path twice)."""
+    out, took = [], []
     for batched in (True, False):
         attribute = Attributor(batched=batched, **kwargs)
+        if attribute._batcher is not None:
+            offer = attribute._batcher.offer
+            attribute._batcher.offer = lambda *a, offer=offer: took.append(offer(*a)) or took[-1]
         for seq, spans in enumerate(traces):
             attribute(spans[0].trace_id, spans, seq, 0)
         out.append(attribute.table)
-    return out
+    return out[0], out[1], sum(took)
 
 
 def _rows(table) -> dict:
@@ -174,13 +178,13 @@ def test_batched_rows_equal_the_scalar_rows(group_by, seed):
         for s in spans:
             if s.name == "d":
                 s.attributes["flag"] = "on"  # a value a rule compares: another shape
-    batched, scalar = _both(traces, group_by=group_by, stage_map=smap, split_by="flag")
+    batched, scalar, taken = _both(traces, group_by=group_by, stage_map=smap, split_by="flag")
     assert _rows(batched) == _rows(scalar)
     a = aggregate_table(batched, group_by, Warnings(), batched.tally())
     b = aggregate_table(scalar, group_by, Warnings(), scalar.tally())
     assert render.dumps(render.analysis_dict(a)) == render.dumps(render.analysis_dict(b))
     # The batches took most traces, the scalar path the skewed ones and the scalar shapes.
-    assert len(batched) == len(scalar) == 1500
+    assert len(batched) == len(scalar) == 1500 and taken > 1000
     assert a.warnings.skew_adjusted == b.warnings.skew_adjusted > 0
 
 
@@ -232,8 +236,9 @@ def test_marks_and_times_the_arrays_cannot_hold_take_the_scalar_path(odd):
         else:
             root.end_ns = odd["end"]
         spans[-1].first_token_ns = odd.get("mark", spans[-1].first_token_ns)
-    batched, scalar = _both(traces, group_by="stage", stage_map=None)
+    batched, scalar, taken = _both(traces, group_by="stage", stage_map=None)
     assert _rows(batched) == _rows(scalar)
+    assert taken == 19  # every trace but the first (the shape is learned from it) queued
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -244,7 +249,7 @@ def test_batched_what_if_projections_equal_the_scalar_ones(seed, stage, speedup)
     rng = random.Random(seed)
     traces = [_trace(i, _SHAPES[rng.randrange(len(_SHAPES))], rng) for i in range(900)]
     projection = Projection(stage, speedup)
-    batched, scalar = _both(traces, group_by="stage", stage_map=None, projection=projection)
+    batched, scalar, taken = _both(traces, group_by="stage", stage_map=None, projection=projection)
     a, b = batched.columns(), scalar.columns()
     assert list(a.ids) == list(b.ids) and len(a) == 900
     pa, pb = a.projected, b.projected
@@ -258,6 +263,4 @@ def test_batched_what_if_projections_equal_the_scalar_ones(seed, stage, speedup)
     rb = projection.result(b, Warnings(), scalar.tally())
     assert render.dumps(render.whatif_dict(ra)) == render.dumps(render.whatif_dict(rb))
     # Most traces went through the batches (the rest: skewed clocks, scalar shapes).
-    probe = Attributor(group_by="stage", stage_map=None, projection=projection)
-    taken = sum(probe._batcher.offer(s[0].trace_id, s, i, 0, None) for i, s in enumerate(traces))
     assert taken > 500
