@@ -77,7 +77,7 @@ class _Sparse:
         ids = np.zeros(max(1, len(names)), np.int32)
         for c in np.nonzero(keep.any(axis=0))[0].tolist():  # names no row has stay unknown
             ids[c] = self.names.of(names[c])
-        self.keys.frombytes(ids[col].astype(np.int32).tobytes())
+        self.keys.frombytes(ids[col].tobytes())
         dtype = np.float64 if self.values.typecode == "d" else np.int64
         self.values.frombytes(sums[at, col].astype(dtype).tobytes())
         counts = keep.sum(axis=1)

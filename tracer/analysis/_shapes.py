@@ -293,6 +293,12 @@ class ShapeBatcher:
             hop=list(trace.hop),
         )
 
+    def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
+        """Attribute the traces ``which`` of a batch the scalar way."""
+        ids, seqs, last_ends, splits, _, spans = rows
+        for r in which.tolist():
+            self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
+
     def _run(self, shape: _Shape) -> None:
         """Attribute the queued traces of ``shape`` (see the module docstring)."""
         b, n = len(shape.ids), shape.n
@@ -314,33 +320,24 @@ class ShapeBatcher:
             wide |= (np.abs(marks) >= _LIMIT).any(axis=1)
         except OverflowError:  # a time or mark past int64 (Python's ints hold any)
             wide = np.ones(b, bool)
+        rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
         if wide.any():
-            for r in np.nonzero(wide)[0].tolist():
-                self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
-            rest = np.nonzero(~wide)[0].tolist()
-            if not rest:
+            self._give_back(rows, np.nonzero(wide)[0])
+            rest = np.nonzero(~wide)[0]
+            if not rest.size:
                 return
             start, end, marks, has = start[rest], end[rest], marks[rest], has[rest]
-            ids, seqs = [ids[r] for r in rest], [seqs[r] for r in rest]
-            last_ends, splits = [last_ends[r] for r in rest], [splits[r] for r in rest]
-            tokens, spans = [tokens[r] for r in rest], [spans[r] for r in rest]
-            b = len(rest)
+            rows = _pick(rows, rest)
         # Only ends are widened: a trace whose spans must shift goes to the scalar path.
         skewed = fix_clocks(shape, start, end)
-        keep = np.nonzero(~skewed)[0]
-        for r in np.nonzero(skewed)[0].tolist():
-            self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
-        if keep.size == 0:
-            return
-        if keep.size < b:
+        if skewed.any():
+            self._give_back(rows, np.nonzero(skewed)[0])
+            keep = np.nonzero(~skewed)[0]
+            if not keep.size:
+                return
             start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
-            pick = keep.tolist()
-            ids = [ids[r] for r in pick]
-            seqs = [seqs[r] for r in pick]
-            last_ends = [last_ends[r] for r in pick]
-            splits = [splits[r] for r in pick]
-            tokens = [tokens[r] for r in pick]
-            spans = [spans[r] for r in pick]
+            rows = _pick(rows, keep)
+        ids, seqs, last_ends, splits, tokens, spans = rows
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -406,6 +403,12 @@ class ShapeBatcher:
 
 
 _NO_TOKENS: tuple[None, None, None] = (None, None, None)
+
+
+def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
+    """The entries ``which`` of each per-trace list of a batch."""
+    at = which.tolist()
+    return tuple([column[r] for r in at] for column in rows)
 
 
 def _plan(a: dict[str, Any], i: int) -> tuple[int, str | None, str | None, tuple[str, ...]]:

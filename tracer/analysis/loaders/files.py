@@ -59,8 +59,9 @@ LINE_GOOD, LINE_BLANK, LINE_UNKNOWN, LINE_BAD = range(4)
 def add_line(line: bytes, traceset: TraceSet, origin: str) -> int:
     """Add the spans of one line of a JSON-lines file: :data:`LINE_GOOD`, or
     :data:`LINE_BLANK`, :data:`LINE_UNKNOWN` (JSON of an unknown shape) or
-    :data:`LINE_BAD` (not JSON). OTLP lines take the typed fast path."""
-    found = traces_from_otlp_line(line)
+    :data:`LINE_BAD` (not JSON). OTLP lines take the typed fast path (others, Jaeger's
+    for one, are not decoded twice: only a line with the key is tried)."""
+    found = traces_from_otlp_line(line) if b'"resourceSpans"' in line else None
     if found is not None:
         traces = traceset.traces
         if not traces:
