@@ -249,9 +249,7 @@ class _TracedStream:
     def _end(self) -> None:
         if not self._ended:
             self._ended = True
-            span: Span = self._holder["span"]
-            span.set_attribute(attrs.CHUNKS, self._chunks)
-            span.end()
+            _end_span(self._holder, self._chunks)
 
     def close(self) -> None:
         try:
@@ -283,15 +281,20 @@ class _TracedAsyncStream:
     def _end(self) -> None:
         if not self._ended:
             self._ended = True
-            span: Span = self._holder["span"]
-            span.set_attribute(attrs.CHUNKS, self._chunks)
-            span.end()
+            _end_span(self._holder, self._chunks)
 
     async def aclose(self) -> None:
         try:
             await self._inner.aclose()
         finally:
             self._end()
+
+
+def _end_span(holder: dict[str, Any], chunks: int) -> None:
+    """End a client span with the number of body chunks its response had."""
+    span: Span = holder["span"]
+    span.set_attribute(attrs.CHUNKS, chunks)
+    span.end()
 
 
 @functools.cache
@@ -312,12 +315,10 @@ def _wrap_response(response: Any, module: ModuleType, is_async: bool) -> Any:
     if getattr(response, "is_closed", False):
         # The body was read with the headers (a response built in memory, as mock
         # transports give): no stream will end the span, so it ends here.
-        span: Span = holder["span"]
         chunks = 1 if response.content else 0
         if chunks:
-            mark_first_token(span, holder["start_ns"])
-        span.set_attribute(attrs.CHUNKS, chunks)
-        span.end()
+            mark_first_token(holder["span"], holder["start_ns"])
+        _end_span(holder, chunks)
         return response
     traced, traced_async = _stream_types(module)
     # By the client, not the stream: httpx.ByteStream (mock transports) is both kinds.
