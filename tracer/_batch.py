@@ -276,7 +276,7 @@ class SnapshotBatchProcessor(SpanProcessor):
             key = id(resource)
             if key not in self._resources:
                 self._resources[key] = resource  # held, so the id stays its own
-            item = snapshot(span, key)
+            item = _snapshot_fields(span, key) if plain else snapshot(span, key)
         except Exception:  # noqa: BLE001 - telemetry never breaks the app
             _logger.debug("hoptrace: could not snapshot a span", exc_info=True)
             return
