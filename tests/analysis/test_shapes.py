@@ -238,7 +238,9 @@ def test_marks_and_times_the_arrays_cannot_hold_take_the_scalar_path(odd):
         spans[-1].first_token_ns = odd.get("mark", spans[-1].first_token_ns)
     batched, scalar, taken = _both(traces, group_by="stage", stage_map=None)
     assert _rows(batched) == _rows(scalar)
-    assert taken == 19  # every trace but the first (the shape is learned from it) queued
+    # Every trace but the first (the shape is learned from it) is queued, but for the
+    # five with a mark past int64: the arrays cannot hold it, so they are not queued.
+    assert taken == (14 if odd.get("mark", 0) > 2**63 else 19)
 
 
 @pytest.mark.parametrize("seed", [4, 5])

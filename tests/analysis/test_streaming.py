@@ -149,3 +149,73 @@ def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):
     assert analysis_dict(analyze_sources([str(path)], run="even")[0]) == analysis_dict(
         analyze(load([path], run="even"))
     )
+
+
+def _short(spans: list) -> list:
+    """The trace without its model server: a whole trace of its own shape."""
+    return [s for s in spans if s.service != "model"]
+
+
+def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_path, monkeypatch):
+    """A trace part whose shape the batches know gets a ticket and its spans are
+    dropped; when another part of it comes within the window, the dropped part is read
+    again from its line and the whole trace is attributed, as without the window."""
+    import tracer.analysis._stream as stream
+
+    traces = _traces(12, seed=11)
+    lines = [_short(t) for t in traces[:6]]  # the short shape, learned and then ticketed
+    lines += [_short(traces[6]), [s for s in traces[6] if s.service == "model"]]
+    lines += [_short(t) for t in traces[7:]]
+    path = write_otlp_lines(tmp_path / "late.jsonl", lines)
+    read_again = []
+    spans_of = stream.spans_of
+    monkeypatch.setattr(
+        stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a)
+    )
+    whole = analysis_dict(analyze(load([path])))
+    streamed = analyze_files([path], "stage", None, 1, window=20)
+    assert read_again == [traces[6][0].trace_id]  # the part read again: the whole trace
+    assert analysis_dict(streamed) == whole
+    assert streamed.traces == 12 and streamed.spans == sum(map(len, lines))
+
+
+def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatch):
+    """Times past 2**62 do not fit the batch's sums: the batch gives those traces back
+    to the scalar path, which reads their dropped spans again from their lines."""
+    import tracer.analysis._stream as stream
+
+    rng = random.Random(4)
+    late = 2**62 + 10**15  # the year 2116: int64 holds it, the batch's sums may not
+    traces = [
+        chain_trace(
+            f"{i + 1:032x}",
+            late + i * 900 * MS,
+            {k: v * rng.uniform(0.5, 1.5) for k, v in SEED_MS.items()},
+            model_ttft_ms=90.0,
+        )
+        for i in range(30)
+    ]
+    path = write_otlp_lines(tmp_path / "wide.jsonl", traces)
+    read_again = []
+    spans_of = stream.spans_of
+    monkeypatch.setattr(
+        stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a)
+    )
+    whole = analysis_dict(analyze(load([path])))
+    assert analysis_dict(analyze_files([path], "stage", None, 1, window=15)) == whole
+    # Every trace after the first two (the shape is learned from the first, once it is
+    # complete) was ticketed, dropped, given back and read again.
+    assert len(read_again) >= 25 and len(set(read_again)) == len(read_again)
+
+
+def test_a_trace_whose_clocks_the_batch_would_correct_keeps_its_spans():
+    from tracer.analysis._attribute import Attributor
+
+    traces = _traces(3, seed=2)
+    attribute = Attributor("stage", None)
+    attribute(traces[0][0].trace_id, traces[0], 0, 0)  # its shape is learned
+    assert attribute.early(traces[1][0].trace_id, traces[1])  # a ticket: spans may go
+    skewed = traces[2]
+    model = next(s for s in skewed if s.service == "model" and s.kind == 2)
+    model.start_ns -= 5_000 * MS  # its clock runs behind: outside its caller
+    assert attribute.early(skewed[0].trace_id, skewed) is None

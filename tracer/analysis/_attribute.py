@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracer.analysis._shapes import ShapeBatcher
+from tracer.analysis._shapes import ShapeBatcher, Ticket
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
@@ -48,6 +48,8 @@ class Attributor:
     split_by: str | None = None
     projection: Callable[[PreparedTrace], Projected] | None = None
     batched: bool = True
+    #: the files streamed, by their index in ``seq`` (to read a dropped trace again)
+    files: dict[int, str] = field(default_factory=dict, repr=False)
     _batcher: ShapeBatcher | None = field(default=None, init=False, repr=False)
     _selecting: bool = field(default=False, init=False, repr=False)
 
@@ -78,19 +80,52 @@ class Attributor:
         if self._batcher is not None:
             self._batcher.flush()
 
-    def __call__(self, trace_id: str, spans: list[Span], seq: int, last_end: int) -> None:
-        """Attribute one trace (or one part of it; ``join_parts`` sorts that out)."""
+    def __call__(
+        self,
+        trace_id: str,
+        spans: list[Span] | None,
+        seq: int,
+        last_end: int,
+        ticket: Ticket | None = None,
+    ) -> None:
+        """Attribute one trace (or one part of it; ``join_parts`` sorts that out);
+        ``ticket``: what :meth:`early` gave for the same spans (which the caller may
+        then have dropped: None)."""
+        if spans is None and ticket is None:
+            raise ValueError("a trace's spans or its ticket")
         value = None if self.split_by is None else split_value(spans, self.split_by)
         if self._selecting and not self.selection.matches(spans):
             self.rows.mark(trace_id, seq, last_end, None, value, selected=False)
             return
-        if self._batcher is not None and self._batcher.offer(trace_id, spans, seq, last_end, value):
+        if self._batcher is not None and self._batcher.offer(
+            trace_id, spans, seq, last_end, value, ticket
+        ):
             return
         self._attribute(trace_id, spans, seq, last_end, value)
 
+    def early(self, trace_id: str, spans: list[Span]) -> Ticket | None:
+        """The batches' ticket for these spans (:meth:`ShapeBatcher.ticket`), taken
+        while they are fresh in the caches; None when there is none to take. With a
+        ticket, the caller may drop the spans and pass None for them."""
+        if (
+            self._batcher is None
+            or self._selecting
+            or self.split_by is not None
+            or self.projection is not None  # it retimes every trace from its spans
+        ):
+            return None
+        ticket = self._batcher.ticket(trace_id, spans)
+        # A trace whose clocks the batch would give back to the scalar path keeps its
+        # spans (None: the caller holds them until the trace is complete).
+        return ticket if self._batcher.nested(ticket) else None
+
     def _attribute(
-        self, trace_id: str, spans: list[Span], seq: int, last_end: int, value: str | None
+        self, trace_id: str, spans: list[Span] | None, seq: int, last_end: int, value: str | None
     ) -> None:
+        if spans is None:  # dropped after its ticket was taken, and given back: read again
+            from tracer.analysis._stream import _where, spans_of
+
+            spans = spans_of(self.files[_where(seq)[0]], trace_id, seq, last_end)
         issues = Warnings()
         prepared = prepare(trace_id, spans, issues, self.stage_map)
         if prepared is None:

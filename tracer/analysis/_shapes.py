@@ -31,10 +31,11 @@ scalar arithmetic (floats in the same order).
 from __future__ import annotations
 
 from collections.abc import Callable
+from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, eq
-from typing import Any
+from operator import attrgetter, eq, is_not
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
-__all__ = ["BATCH", "ShapeBatcher"]
+__all__ = ["BATCH", "ShapeBatcher", "Ticket"]
 
 #: Traces of one shape attributed together.
 BATCH = 1024
@@ -98,15 +99,18 @@ class _Shape:
     #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
     stage: list[str]
     hop: list[tuple[str, str] | None]
+    #: (parent, child) of each remote edge the clock check reads, as indices into a
+    #: trace's times (starts, then ends): (start of p, start of c, end of p, end of c)
+    nested: list[tuple[int, int, int, int]]
     ids: list[str] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
     splits: list[str | None] = field(default_factory=list)
     tokens: list[tuple[int | None, int | None, str | None]] = field(default_factory=list)
-    starts: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
-    marks: list[int] = field(default_factory=list)
-    spans: list[list[Span]] = field(default_factory=list)
+    #: per trace: its spans' starts, ends and marks (0: none), as int64
+    times: array = field(default_factory=lambda: array("q"))
+    has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
+    spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
 
 
 #: A shape the batches do not take (learned once).
@@ -116,6 +120,9 @@ _MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
+#: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
+#: scalar path attributes it.
+Ticket: TypeAlias = "tuple[_Shape, array, bytes, tuple[int | None, int | None, str | None]] | Literal[False]"
 
 
 @dataclass
@@ -137,7 +144,7 @@ class ShapeBatcher:
         group_by: str,
         stage_map: StageMap | None,
         table: Callable[[], TraceTable],
-        scalar: Callable[[str, list[Span], int, int, str | None], None],
+        scalar: Callable[[str, list[Span] | None, int, int, str | None], None],
         batch: int = BATCH,
         projection: Callable[[PreparedTrace], Projected] | None = None,
     ) -> None:
@@ -159,9 +166,48 @@ class ShapeBatcher:
         self._value_keys = sorted(keys)
 
     def offer(
-        self, trace_id: str, spans: list[Span], seq: int, last_end: int, split: str | None
+        self,
+        trace_id: str,
+        spans: list[Span] | None,
+        seq: int,
+        last_end: int,
+        split: str | None,
+        ticket: Ticket | None = None,
     ) -> bool:
-        """Queue the trace (True), or False: the caller attributes it the scalar way."""
+        """Queue the trace (True), or False: the caller attributes it the scalar way.
+        ``ticket``: what :meth:`ticket` gave for these spans (None: worked out now);
+        with one, ``spans`` may be None (the scalar path then reads them again if the
+        batch gives the trace back)."""
+        if ticket is None:
+            assert spans is not None
+            ticket = self.ticket(trace_id, spans, learn=True)
+        if ticket is None or ticket is False:
+            return False
+        shape, times, has, tokens = ticket
+        shape.ids.append(trace_id)
+        shape.seqs.append(seq)
+        shape.last_ends.append(last_end)
+        shape.splits.append(split)
+        shape.times.extend(times)  # a copy of machine words: no span is touched
+        shape.has.extend(has)
+        shape.tokens.append(tokens)
+        shape.spans.append(spans)
+        self._queued += 1
+        if len(shape.ids) >= self._batch:
+            self._run(shape)
+        elif self._queued >= MAX_QUEUED:
+            self.flush()
+        return True
+
+    def ticket(self, trace_id: str, spans: list[Span], learn: bool = False) -> Ticket | None:
+        """What :meth:`offer` queues for this trace, worked out from its spans: its
+        shape, its times and marks as machine words, its token counts. False: the
+        scalar path attributes it; None (``learn=False``): its shape is not known yet.
+
+        A streamed trace's ticket is taken as soon as its spans are read, while they
+        are in the CPU's caches, and handed to :meth:`offer` once the trace is
+        complete (the window later); the spans are not read again unless the batch
+        gives the trace back."""
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
@@ -181,35 +227,34 @@ class ShapeBatcher:
             values = tuple([str(spans[i].attributes[k]) for i, k in shape.slots])
             found = shape.shapes.get(values)
             if found is None:
-                self._new(shape.shapes, values, trace_id, spans)
-                return False  # the first trace of a shape takes the scalar path
+                if learn:
+                    self._new(shape.shapes, values, trace_id, spans)
+                    return False  # the first trace of a shape takes the scalar path
+                return None
             shape = found
         elif shape is None:
+            if not learn:
+                return None
             slots = [
                 (i, k) for i, s in enumerate(spans) for k in self._value_keys if k in s.attributes
             ]
             if slots:
                 self._shapes[key] = _Valued(slots, {})
-                return self.offer(trace_id, spans, seq, last_end, split)
+                return self.ticket(trace_id, spans, learn)
             self._new(self._shapes, key, trace_id, spans)
             return False
         if shape is _SCALAR:
             return False
-        shape.ids.append(trace_id)
-        shape.seqs.append(seq)
-        shape.last_ends.append(last_end)
-        shape.splits.append(split)
-        shape.starts.extend(map(_START, spans))
-        shape.ends.extend(map(_END, spans))
-        shape.marks.extend(map(_MARK, spans))  # None where a span has no mark
-        shape.tokens.append(_count(spans, shape.carriers) if shape.carriers else _NO_TOKENS)
-        shape.spans.append(spans)
-        self._queued += 1
-        if len(shape.ids) >= self._batch:
-            self._run(shape)
-        elif self._queued >= MAX_QUEUED:
-            self.flush()
-        return True
+        marks = list(map(_MARK, spans))  # None where a span has no mark
+        has = bytes(map(is_not, marks, repeat(None)))
+        try:
+            times = array("q", map(_START, spans))
+            times.extend(map(_END, spans))
+            times.extend([0 if m is None else m for m in marks])
+        except OverflowError:  # a time or mark past int64 (Python's ints hold any)
+            return False
+        tokens = _count(spans, shape.carriers) if shape.carriers else _NO_TOKENS
+        return shape, times, has, tokens
 
     def flush(self) -> None:
         """Attribute every queued trace."""
@@ -217,6 +262,20 @@ class ShapeBatcher:
             for shape in entry.shapes.values() if type(entry) is _Valued else (entry,):
                 if type(shape) is _Shape and shape.ids:
                     self._run(shape)
+
+    @staticmethod
+    def nested(ticket: Ticket) -> bool:
+        """Whether every remote child of the ticket's trace lies inside its parent's
+        time: then the batch cannot give it back for its clocks (``fix_clocks`` only
+        widens ends, and a child inside is never skewed), so its spans are not needed
+        again unless its times are too wide for the batch."""
+        if not ticket:
+            return False
+        shape, times = ticket[0], ticket[1]
+        for p, c, p_end, c_end in shape.nested:
+            if times[c] < times[p] or times[c_end] > times[p_end]:
+                return False
+        return True
 
     def _new(self, shapes: dict, key: tuple, trace_id: str, spans: list[Span]) -> None:
         """Learn the shape of this trace into ``shapes`` (while there is room)."""
@@ -291,6 +350,12 @@ class ShapeBatcher:
             root_name=spans[root].name,
             stage=list(trace.stage),
             hop=list(trace.hop),
+            nested=[
+                (p, c, n + p, n + c)
+                for p, remote, _, exempt in edges
+                for c, skip in zip(remote, exempt, strict=True)
+                if not skip
+            ],
         )
 
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
@@ -304,22 +369,15 @@ class ShapeBatcher:
         b, n = len(shape.ids), shape.n
         self._queued -= b
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
-        tokens, spans = shape.tokens, shape.spans
-        starts, ends, marked = shape.starts, shape.ends, shape.marks
+        tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
-        shape.tokens, shape.spans = [], []
-        shape.starts, shape.ends, shape.marks = [], [], []
-        try:
-            start = np.array(starts, np.int64).reshape(b, n)
-            end = np.array(ends, np.int64).reshape(b, n)
-            mark_list = np.array(marked, dtype=object).reshape(b, n)
-            has = mark_list != None  # noqa: E711 - elementwise, on an object array
-            marks = np.where(has, mark_list, 0).astype(np.int64)
-            # Past 2**62 a sum or difference could leave int64: those traces go below.
-            wide = (np.abs(start) >= _LIMIT).any(axis=1) | (np.abs(end) >= _LIMIT).any(axis=1)
-            wide |= (np.abs(marks) >= _LIMIT).any(axis=1)
-        except OverflowError:  # a time or mark past int64 (Python's ints hold any)
-            wide = np.ones(b, bool)
+        shape.tokens, shape.spans, shape.times, shape.has = [], [], array("q"), bytearray()
+        # Each trace's row: its starts, then its ends, then its marks.
+        at = np.frombuffer(times, np.int64).reshape(b, 3, n)
+        start, end, marks = at[:, 0], at[:, 1], at[:, 2]
+        has = np.frombuffer(marked, np.bool_).reshape(b, n)
+        # Past 2**62 a sum or difference could leave int64: those traces go below.
+        wide = (np.abs(at) >= _LIMIT).any(axis=(1, 2))
         rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
         if wide.any():
             self._give_back(rows, np.nonzero(wide)[0])

@@ -37,6 +37,7 @@ __all__ = [
     "attribute_parts",
     "join_parts",
     "read_traces",
+    "spans_of",
     "stream_range",
     "stream_store",
     "window_spans",
@@ -129,10 +130,18 @@ def stream_range(
     Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
     is told the bytes read every 256 lines.
     """
-    open_traces: dict[str, list[Any]] = {}  # id -> [spans, seq, last span number, last end]
+    # id -> [spans, seq, last span number, last end, ticket]
+    open_traces: dict[str, list[Any]] = {}
     queue: deque[tuple[int, str]] = deque()
     seen = pending = 0
     sink = TraceSet(warnings=loaded)
+    # An Attributor takes a trace's batch ticket as soon as its spans are read (while
+    # they are in the caches) and then needs only the ticket: the spans are dropped
+    # at once, and read again from the file only if the trace turns out to need them
+    # (a later part of it, or a batch that gives it back).
+    early = getattr(attribute, "early", None)
+    if early is not None:
+        attribute.files[file_index] = path
     with open(path, "rb", buffering=_BUFFER) as fh:
         for n, (offset, line) in enumerate(_lines(fh, lo, hi), 1):
             _parse(line, sink, path, lines)
@@ -142,10 +151,17 @@ def stream_range(
                     seen += len(spans)
                     entry = open_traces.get(tid)
                     if entry is None:
-                        open_traces[tid] = [spans, _seq(file_index, offset, slot), seen, end]
+                        seq = _seq(file_index, offset, slot)
+                        ticket = None if early is None else early(tid, spans)
+                        if ticket:
+                            open_traces[tid] = [None, seq, seen, end, ticket]
+                        else:
+                            open_traces[tid] = [spans, seq, seen, end, None]
                     else:
+                        if entry[0] is None:  # its first part was dropped: read it again
+                            entry[0] = spans_of(path, tid, entry[1], entry[3])
                         entry[0].extend(spans)
-                        entry[2], entry[3] = seen, end
+                        entry[2], entry[3], entry[4] = seen, end, None
                     queue.append((seen, tid))
                 sink.traces = {}
                 while queue and seen - queue[0][0] > window:
@@ -153,7 +169,7 @@ def stream_range(
                     entry = open_traces.get(tid)
                     if entry is not None and entry[2] == mark:
                         del open_traces[tid]
-                        attribute(tid, entry[0], entry[1], entry[3])
+                        _complete(attribute, tid, entry)
             if progress is not None:
                 pending += len(line)
                 if n % 256 == 0:
@@ -161,8 +177,30 @@ def stream_range(
                     pending = 0
     if progress is not None and pending:
         progress(pending)
-    for tid, (spans, seq, _, end) in open_traces.items():
+    for tid, entry in open_traces.items():
+        _complete(attribute, tid, entry)
+
+
+def _complete(attribute: Callable[..., None], tid: str, entry: list[Any]) -> None:
+    spans, seq, _, end, ticket = entry
+    if ticket is None:
         attribute(tid, spans, seq, end)
+    else:
+        attribute(tid, spans, seq, end, ticket)
+
+
+def spans_of(path: str, trace_id: str, seq: int, last_end: int) -> list[Span]:
+    """The spans of one trace read again from ``path``, from the line where it starts
+    (``seq``) to the end of its last line (``last_end``), in the order of the input."""
+    start = _where(seq)[1]
+    sink = TraceSet(warnings=Warnings())  # what the first read warned of is not said again
+    found: list[Span] = []
+    with open(path, "rb", buffering=_BUFFER) as fh:
+        for _, line in _lines(fh, start, last_end):
+            _parse(line, sink, path, LineTally())
+            found.extend(sink.traces.get(trace_id, ()))
+            sink.traces = {}
+    return found
 
 
 def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:
