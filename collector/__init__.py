@@ -11,11 +11,29 @@ used by docker-compose.
 
 from __future__ import annotations
 
-from collector.memory import DEFAULT_MAX_MEMORY_BYTES
-from collector.receiver import DEFAULT_MAX_BODY_BYTES, OtlpReceiver
-from collector.server import BackgroundCollector, free_port, serve
-from collector.store import SpanStore, default_store_path
-from collector.validate import MAX_VALUE_DEPTH
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collector.memory import DEFAULT_MAX_MEMORY_BYTES
+    from collector.receiver import DEFAULT_MAX_BODY_BYTES, OtlpReceiver
+    from collector.server import BackgroundCollector, free_port, serve
+    from collector.store import SpanStore, default_store_path
+    from collector.validate import MAX_VALUE_DEPTH
+
+#: Where each name lives: imported on first use (PEP 562), so that reading a span store
+#: (``collector.store``) does not import the receiver's server stack (uvicorn, protobuf).
+_HOME = {
+    "BackgroundCollector": "collector.server",
+    "DEFAULT_MAX_BODY_BYTES": "collector.receiver",
+    "DEFAULT_MAX_MEMORY_BYTES": "collector.memory",
+    "MAX_VALUE_DEPTH": "collector.validate",
+    "OtlpReceiver": "collector.receiver",
+    "SpanStore": "collector.store",
+    "default_store_path": "collector.store",
+    "free_port": "collector.server",
+    "serve": "collector.server",
+}
 
 __all__ = [
     "BackgroundCollector",
@@ -28,3 +46,10 @@ __all__ = [
     "free_port",
     "serve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'collector' has no attribute {name!r}")
+    return getattr(import_module(home), name)

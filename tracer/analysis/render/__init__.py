@@ -3,32 +3,65 @@ one-file HTML. They consume the analysis results and compute nothing of their ow
 
 from __future__ import annotations
 
-from tracer.analysis.render.bench import bench_dict, bench_sections
-from tracer.analysis.render.budget import budget_dict, budget_text
-from tracer.analysis.render.html import Report, to_html
-from tracer.analysis.render.json_out import (
-    analysis_dict,
-    comparison_dict,
-    dumps,
-    stats_dict,
-    whatif_dict,
-)
-from tracer.analysis.render.sections import (
-    Section,
-    analysis_sections,
-    comparison_sections,
-    whatif_headline,
-    whatif_sections,
-)
-from tracer.analysis.render.split import (
-    split_analysis_dict,
-    split_analysis_sections,
-    split_budget_dict,
-    split_budget_text,
-    split_whatif_dict,
-    split_whatif_sections,
-)
-from tracer.analysis.render.text import to_markdown, to_table
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracer.analysis.render.bench import bench_dict, bench_sections
+    from tracer.analysis.render.budget import budget_dict, budget_text
+    from tracer.analysis.render.html import Report, to_html
+    from tracer.analysis.render.json_out import (
+        analysis_dict,
+        comparison_dict,
+        dumps,
+        stats_dict,
+        whatif_dict,
+    )
+    from tracer.analysis.render.sections import (
+        Section,
+        analysis_sections,
+        comparison_sections,
+        whatif_headline,
+        whatif_sections,
+    )
+    from tracer.analysis.render.split import (
+        split_analysis_dict,
+        split_analysis_sections,
+        split_budget_dict,
+        split_budget_text,
+        split_whatif_dict,
+        split_whatif_sections,
+    )
+    from tracer.analysis.render.text import to_markdown, to_table
+
+#: Where each name lives: imported on first use (PEP 562), so that writing JSON does
+#: not import the rich and HTML renderers.
+_HOME = {
+    "Report": "tracer.analysis.render.html",
+    "Section": "tracer.analysis.render.sections",
+    "analysis_dict": "tracer.analysis.render.json_out",
+    "analysis_sections": "tracer.analysis.render.sections",
+    "bench_dict": "tracer.analysis.render.bench",
+    "bench_sections": "tracer.analysis.render.bench",
+    "budget_dict": "tracer.analysis.render.budget",
+    "budget_text": "tracer.analysis.render.budget",
+    "comparison_dict": "tracer.analysis.render.json_out",
+    "comparison_sections": "tracer.analysis.render.sections",
+    "dumps": "tracer.analysis.render.json_out",
+    "split_analysis_dict": "tracer.analysis.render.split",
+    "split_analysis_sections": "tracer.analysis.render.split",
+    "split_budget_dict": "tracer.analysis.render.split",
+    "split_budget_text": "tracer.analysis.render.split",
+    "split_whatif_dict": "tracer.analysis.render.split",
+    "split_whatif_sections": "tracer.analysis.render.split",
+    "stats_dict": "tracer.analysis.render.json_out",
+    "to_html": "tracer.analysis.render.html",
+    "to_markdown": "tracer.analysis.render.text",
+    "to_table": "tracer.analysis.render.text",
+    "whatif_dict": "tracer.analysis.render.json_out",
+    "whatif_headline": "tracer.analysis.render.sections",
+    "whatif_sections": "tracer.analysis.render.sections",
+}
 
 __all__ = [
     "Report",
@@ -56,3 +89,10 @@ __all__ = [
     "whatif_headline",
     "whatif_sections",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tracer.analysis.render' has no attribute {name!r}")
+    return getattr(import_module(home), name)
