@@ -350,3 +350,49 @@ def test_deep_values_step_aside_without_a_recursion_error():
         sink = TraceSet()
         assert add_line(line, sink, "f") == LINE_GOOD
         assert list(sink.traces) == ["a" * 32]
+
+
+def test_spans_with_the_same_attribute_text_get_their_own_dicts_and_the_memo_is_bounded():
+    from tracer.spans import _otlp_lines
+
+    attributes = [
+        {"key": "hoptrace.stage", "value": {"stringValue": "auth"}},
+        {"key": "n", "value": {"intValue": "7"}},
+    ]
+    spans = [
+        {
+            "traceId": "a" * 32,
+            "spanId": f"{i + 1:016x}",
+            "startTimeUnixNano": "1700000000000000001",
+            "endTimeUnixNano": "1700000000000000009",
+            "attributes": attributes,
+        }
+        for i in range(3)
+    ]
+    line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+    first, second, third = traces_from_otlp_line(line)["a" * 32]
+    assert first.attributes == {"hoptrace.stage": "auth", "n": 7} == third.attributes
+    assert first.stage == "auth" == third.stage
+    first.attributes["n"] = 8  # one span's dict is its own, though decoded once
+    assert second.attributes["n"] == 7 and third.attributes["n"] == 7
+    for i in range(_otlp_lines._SEEN_MAX + 50):  # as many different lists: not kept
+        spans[0]["attributes"] = [{"key": "n", "value": {"intValue": str(i)}}]
+        line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans[:1]}]}]})
+        assert traces_from_otlp_line(line)["a" * 32][0].attributes == {"n": i}
+    assert 0 < len(_otlp_lines._SEEN_ATTRIBUTES) <= _otlp_lines._SEEN_MAX
+
+
+@pytest.mark.parametrize(
+    "attributes", [None, {}, [None], [{"key": 1}], [{"value": {"stringValue": "x"}}], "[]"]
+)
+def test_attribute_lists_of_the_wrong_shape_go_to_the_general_path(attributes):
+    span = {
+        "traceId": "a" * 32,
+        "spanId": "1" * 16,
+        "startTimeUnixNano": "1700000000000000001",
+        "endTimeUnixNano": "1700000000000000009",
+        "attributes": attributes,
+    }
+    line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+    for _ in range(2):  # the second time from the memo, if it kept it
+        assert traces_from_otlp_line(line) is None

@@ -89,6 +89,10 @@ class _Status(msgspec.Struct, gc=False):
     code: _Int | str = 0
 
 
+#: A span's attributes as their JSON text, decoded by :func:`_span_attributes`.
+_NO_ATTRIBUTES = msgspec.Raw(b"[]")
+
+
 class _Span(msgspec.Struct, gc=False):
     traceId: str = ""
     spanId: str = ""
@@ -97,7 +101,7 @@ class _Span(msgspec.Struct, gc=False):
     kind: _Int | str = 0
     startTimeUnixNano: _Int = 0
     endTimeUnixNano: _Int = 0
-    attributes: list[_KeyValue] = []
+    attributes: msgspec.Raw = _NO_ATTRIBUTES
     events: list[_Event] = []
     status: _Status | None = None
 
@@ -124,6 +128,12 @@ _RAW_ID, _RAW_PARENT = attrgetter("spanId"), attrgetter("parentSpanId")
 
 # strict=False: OTLP JSON writes 64-bit integers (times, intValue) as decimal strings.
 _decode = msgspec.json.Decoder(_Request, strict=False).decode
+_decode_attributes = msgspec.json.Decoder(list[_KeyValue], strict=False).decode
+#: Attribute lists seen (their JSON text) and what they decode to: most spans of a
+#: service repeat a few lists (their stage, operation, model), which are then not
+#: decoded again. Cleared when full.
+_SEEN_ATTRIBUTES: dict[bytes, tuple[dict[str, Any], str | None, bool]] = {}
+_SEEN_MAX = 4096
 
 
 def _big(raw: Any) -> bool:
@@ -212,6 +222,25 @@ def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
     return out
 
 
+def _span_attributes(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
+    """A span's attributes from their JSON text, its own stage, and whether it names
+    a first-token mark (then the general path's first-token rules apply)."""
+    attributes: dict[str, Any] = {}
+    for kv in _decode_attributes(text):
+        v = kv.value
+        if type(v) is _Value:
+            string = v.stringValue
+            if type(string) is str:
+                attributes[_intern(kv.key)] = string
+                continue
+        attributes[_intern(kv.key)] = _value(v)
+    stage = attributes.get(attrs.STAGE)
+    if stage is not None:
+        stage = _intern(stage) if type(stage) is str else str(stage)
+    ttfc, ttft = _MARK_ATTRIBUTES
+    return attributes, stage, ttfc in attributes or ttft in attributes
+
+
 def _first_token(start_ns: int, events: list[_Event], attributes: dict[str, Any]) -> int | None:
     """:func:`~tracer.spans.otlp.first_token_ns` over decoded events."""
     marks = [(e.name, e.timeUnixNano) for e in events if e.name in _WANTED_EVENTS]
@@ -235,12 +264,9 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
     out: dict[str, list[Span]] = {}
     bucket: list[Span] = []
     lax = _LAX_INT
-    stage_key = attrs.STAGE
-    ttfc, ttft = _MARK_ATTRIBUTES
     mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
     zeros16, zeros32 = _ZEROS[16], _ZEROS[32]
     intern = _intern
-    value_type = _Value
     good: set[str] = set()  # trace ids that passed the checks
     current = None  # the trace of the last span (spans of a trace come in runs)
     for rs in request.resourceSpans:
@@ -283,23 +309,15 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                 kind = raw.kind
                 if type(kind) is not int or kind < 0 or kind > 5:
                     kind = kind_from_name(kind)
-                items = raw.attributes
-                if items:
-                    attributes = {}
-                    for kv in items:
-                        v = kv.value
-                        if type(v) is value_type:
-                            text = v.stringValue
-                            if type(text) is str:
-                                attributes[intern(kv.key)] = text
-                                continue
-                        attributes[intern(kv.key)] = _value(v)
-                    stage = attributes.get(stage_key)
-                    if stage is not None:
-                        stage = intern(stage) if type(stage) is str else str(stage)
-                    general = ttfc in attributes or ttft in attributes
-                else:
-                    attributes, stage, general = {}, None, False
+                text = bytes(raw.attributes)
+                seen = _SEEN_ATTRIBUTES.get(text)
+                if seen is None:
+                    seen = _span_attributes(text)
+                    if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
+                        _SEEN_ATTRIBUTES.clear()
+                    _SEEN_ATTRIBUTES[text] = seen
+                shared, stage, general = seen
+                attributes = shared.copy()  # each span its own dict, as the general path
                 first = None
                 events = raw.events
                 if events:
