@@ -169,9 +169,7 @@ def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_p
     path = write_otlp_lines(tmp_path / "late.jsonl", lines)
     read_again = []
     spans_of = stream.spans_of
-    monkeypatch.setattr(
-        stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a)
-    )
+    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
     whole = analysis_dict(analyze(load([path])))
     streamed = analyze_files([path], "stage", None, 1, window=20)
     assert read_again == [traces[6][0].trace_id]  # the part read again: the whole trace
@@ -198,9 +196,7 @@ def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatc
     path = write_otlp_lines(tmp_path / "wide.jsonl", traces)
     read_again = []
     spans_of = stream.spans_of
-    monkeypatch.setattr(
-        stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a)
-    )
+    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=15)) == whole
     # Every trace after the first two (the shape is learned from the first, once it is

@@ -91,8 +91,11 @@ class Attributor:
         """Attribute one trace (or one part of it; ``join_parts`` sorts that out);
         ``ticket``: what :meth:`early` gave for the same spans (which the caller may
         then have dropped: None)."""
-        if spans is None and ticket is None:
-            raise ValueError("a trace's spans or its ticket")
+        if spans is None:  # dropped once early() gave the ticket: no split or selection
+            if not ticket or self._batcher is None:
+                raise ValueError("a trace's spans, or its ticket from early()")
+            self._batcher.offer(trace_id, None, seq, last_end, None, ticket)
+            return
         value = None if self.split_by is None else split_value(spans, self.split_by)
         if self._selecting and not self.selection.matches(spans):
             self.rows.mark(trace_id, seq, last_end, None, value, selected=False)

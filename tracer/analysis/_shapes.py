@@ -30,12 +30,12 @@ scalar arithmetic (floats in the same order).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq, is_not
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
@@ -122,7 +122,8 @@ _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
 #: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
 #: scalar path attributes it.
-Ticket: TypeAlias = "tuple[_Shape, array, bytes, tuple[int | None, int | None, str | None]] | Literal[False]"
+_Tokens: TypeAlias = tuple[int | None, int | None, str | None]
+Ticket: TypeAlias = "tuple[_Shape, array, bytes, _Tokens] | Literal[False]"
 
 
 @dataclass
@@ -264,7 +265,7 @@ class ShapeBatcher:
                     self._run(shape)
 
     @staticmethod
-    def nested(ticket: Ticket) -> bool:
+    def nested(ticket: Ticket | None) -> bool:
         """Whether every remote child of the ticket's trace lies inside its parent's
         time: then the batch cannot give it back for its clocks (``fix_clocks`` only
         widens ends, and a child inside is never skewed), so its spans are not needed
@@ -424,11 +425,13 @@ class ShapeBatcher:
             # would prepare: the shape's tree and stages, the batch's (widened) times.
             row_starts: list[list[int]] = start.tolist()
             row_ends: list[list[int]] = end.tolist()
+            # A projection keeps every trace's spans (Attributor.early takes no ticket).
+            kept = cast(list[list[Span]], spans)
             projected = [
                 self.projection(
                     PreparedTrace(
                         ids[r],
-                        spans[r],
+                        kept[r],
                         root,
                         shape.parent,
                         shape.children,

@@ -139,8 +139,9 @@ def stream_range(
     # they are in the caches) and then needs only the ticket: the spans are dropped
     # at once, and read again from the file only if the trace turns out to need them
     # (a later part of it, or a batch that gives it back).
-    early = getattr(attribute, "early", None)
-    if early is not None:
+    early = None
+    if isinstance(attribute, Attributor):
+        early = attribute.early
         attribute.files[file_index] = path
     with open(path, "rb", buffering=_BUFFER) as fh:
         for n, (offset, line) in enumerate(_lines(fh, lo, hi), 1):
