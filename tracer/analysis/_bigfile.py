@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -279,9 +280,11 @@ def _fork(
 
         mine = _partition(plan[0], attribute, window, tick)
         if progress is not None:
-            while not all(c.poll(0) for c in conns):
+            waiting = list(conns)
+            while waiting:  # woken as soon as a worker's table is ready, not on a tick
                 progress("reading", min(read.value, total), total)
-                time.sleep(0.1)
+                ready = wait(waiting, timeout=0.1)
+                waiting = [c for c in waiting if c not in ready]
             progress("reading", total, total)
         return [mine, *(_recv(c)[1:] for c in conns)]
     finally:

@@ -22,6 +22,7 @@ after), computed at attribution time since the speedup is known before reading.
 from __future__ import annotations
 
 from array import array
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -222,15 +223,13 @@ class TraceTable:
 
     def repeated(self) -> dict[str, list[tuple[int, int]]]:
         """Trace ids with more than one row or mark: id -> [(seq, last_end), ...]."""
-        counts: dict[str, int] = {}
-        for i, t in enumerate(self._ids):
-            if i not in self._dropped:
-                counts[t] = counts.get(t, 0) + 1
-        for m in self._marks:
-            counts[m.trace_id] = counts.get(m.trace_id, 0) + 1
-        twice = {t for t, n in counts.items() if n > 1}
-        if not twice:
+        dropped = self._dropped
+        kept = [t for i, t in enumerate(self._ids) if i not in dropped] if dropped else self._ids
+        names = [*kept, *(m.trace_id for m in self._marks)]
+        if len(set(names)) == len(names):  # the usual answer, in C
             return {}
+        counts = Counter(names)
+        twice = {t for t, n in counts.items() if n > 1}
         out: dict[str, list[tuple[int, int]]] = {t: [] for t in twice}
         for i, t in enumerate(self._ids):
             if t in twice and i not in self._dropped:
@@ -277,11 +276,13 @@ class TraceTable:
         """The kept rows as arrays, sorted by (start, trace id); see :class:`Columns`."""
         n = len(self)
         start = _np(self._start)
-        ids = np.array([t.encode() for t in self._ids], dtype=bytes) if n else np.zeros(0, "S1")
         keep = np.ones(n, bool)
         if self._dropped:
             keep[list(self._dropped)] = False
-        order = np.lexsort((ids, start))
+        order = np.argsort(start, kind="stable")
+        if n > 1 and (start[order[1:]] == start[order[:-1]]).any():  # ties: by trace id
+            ids = np.array([t.encode() for t in self._ids], dtype=bytes)
+            order = np.lexsort((ids, start))
         order = order[keep[order]]
         # Position of each kept row in the sorted order, for the sparse columns.
         position = np.full(n, -1, np.int64)
