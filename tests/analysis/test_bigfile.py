@@ -104,6 +104,26 @@ def test_only_large_otlp_lines_files_are_eligible(tmp_path, monkeypatch):
     jaeger.write_text('{"data": []}')
     assert not eligible([path, jaeger])
     assert not eligible([tmp_path])
+    # Told by the content, not the name: a Collector file rotated to "traces.1" or cut
+    # into "part00" streams too (it was loaded whole, 3.4 GB for 5M spans).
+    bare = path.rename(tmp_path / "part00")
+    assert eligible([bare])
+    assert not eligible([bare, jaeger.rename(tmp_path / "part01")])
+
+
+def test_a_file_without_a_suffix_is_streamed_in_bounded_memory(tmp_path, monkeypatch):
+    import tracer.analysis._bigfile as bigfile
+    from tracer.analysis import analyze_sources, load
+
+    path = _split_file(tmp_path / "split.jsonl").rename(tmp_path / "traces.1")
+    streamed = []
+    real = bigfile.analyze_files
+    monkeypatch.setattr(
+        bigfile, "analyze_files", lambda *a, **k: streamed.append(1) or real(*a, **k)
+    )
+    result, _ = analyze_sources([str(path)], workers=1)
+    assert streamed == [1]
+    assert analysis_dict(result) == analysis_dict(analyze(load([path])))
 
 
 def test_cli_takes_the_parallel_path_with_the_same_output(tmp_path):

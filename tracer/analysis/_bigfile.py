@@ -62,8 +62,8 @@ def eligible(paths: Sequence[Path], min_bytes: int | None = None) -> bool:
             return False
     except OSError:
         return False
-    for path in paths:
-        if not path.is_file() or path.suffix.lower() not in (".jsonl", ".ndjson", ".json"):
+    for path in paths:  # told by the content, as the loaders do: any name
+        if not path.is_file():
             return False
         try:
             with open(path, "rb") as fh:
