@@ -53,3 +53,7 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module 'collector' has no attribute {name!r}")
     return getattr(import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -222,6 +222,7 @@ def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
         {"mark": -5},
         {"end": 2**63 - 10},  # near int64: sums in the arrays overflow
         {"mark": 2**63 + 5},  # past int64
+        {"mark": -(2**63)},  # int64's least: np.abs leaves it negative
     ],
 )
 def test_marks_and_times_the_arrays_cannot_hold_take_the_scalar_path(odd):

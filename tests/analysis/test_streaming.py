@@ -180,7 +180,7 @@ def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_p
 def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatch):
     """Times past 2**62 do not fit the batch's sums: the batch gives those traces back
     to the scalar path, which reads their dropped spans again from their lines."""
-    import tracer.analysis._stream as stream
+    import tracer.analysis._attribute as attribute
 
     rng = random.Random(4)
     late = 2**62 + 10**15  # the year 2116: int64 holds it, the batch's sums may not
@@ -195,8 +195,8 @@ def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatc
     ]
     path = write_otlp_lines(tmp_path / "wide.jsonl", traces)
     read_again = []
-    spans_of = stream.spans_of
-    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    spans_of = attribute.spans_of
+    monkeypatch.setattr(attribute, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=15)) == whole
     # Every trace after the first two (the shape is learned from the first, once it is
@@ -215,3 +215,27 @@ def test_a_trace_whose_clocks_the_batch_would_correct_keeps_its_spans():
     model = next(s for s in skewed if s.service == "model" and s.kind == 2)
     model.start_ns -= 5_000 * MS  # its clock runs behind: outside its caller
     assert attribute.early(skewed[0].trace_id, skewed) is None
+
+
+def test_a_file_that_changed_under_a_dropped_trace_is_a_clear_error(tmp_path):
+    from tracer._errors import SourceError
+    from tracer.analysis._lines import seq, spans_of
+
+    traces = _traces(3, seed=6)
+    path = write_otlp_lines(tmp_path / "t.jsonl", traces)
+    data = path.read_bytes()
+    first = data.index(b"\n") + 1  # the first line: the first trace
+    tid = traces[0][0].trace_id
+    at = seq(0, 0, 0)
+    again = spans_of(str(path), tid, at, first, 11)
+    assert sorted(s.span_id for s in again) == sorted(s.span_id for s in traces[0])
+    with open(path, "rb") as fh:  # from the open file, its position left alone
+        fh.seek(5)
+        assert len(spans_of(str(path), tid, at, first, 11, fh)) == 11
+        assert fh.tell() == 5
+    path.write_bytes(data[first:])  # rotated: another trace's line is there now
+    with pytest.raises(SourceError, match="changed while it was read: trace .* 11 spans"):
+        spans_of(str(path), tid, at, first, 11)
+    path.unlink()
+    with pytest.raises(SourceError, match="cannot read"):
+        spans_of(str(path), tid, at, first, 11)

@@ -375,11 +375,19 @@ def test_spans_with_the_same_attribute_text_get_their_own_dicts_and_the_memo_is_
     assert first.stage == "auth" == third.stage
     first.attributes["n"] = 8  # one span's dict is its own, though decoded once
     assert second.attributes["n"] == 7 and third.attributes["n"] == 7
-    for i in range(_otlp_lines._SEEN_MAX + 50):  # as many different lists: not kept
+    seen = _otlp_lines._SEEN_ATTRIBUTES
+    seen.clear()
+    for i in range(_otlp_lines._SEEN_MAX + 50):  # as many different lists: not all kept
         spans[0]["attributes"] = [{"key": "n", "value": {"intValue": str(i)}}]
         line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans[:1]}]}]})
         assert traces_from_otlp_line(line)["a" * 32][0].attributes == {"n": i}
-    assert 0 < len(_otlp_lines._SEEN_ATTRIBUTES) <= _otlp_lines._SEEN_MAX
+        assert len(seen) <= _otlp_lines._SEEN_MAX
+    assert len(seen) == 50  # cleared once full, then refilled
+    prompt = "x" * _otlp_lines._SEEN_BYTES  # a long text (a prompt) is not kept
+    spans[0]["attributes"] = [{"key": "gen_ai.prompt", "value": {"stringValue": prompt}}]
+    line = orjson.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans[:1]}]}]})
+    assert traces_from_otlp_line(line)["a" * 32][0].attributes == {"gen_ai.prompt": prompt}
+    assert len(seen) == 50 and max(map(len, seen)) <= _otlp_lines._SEEN_BYTES
 
 
 @pytest.mark.parametrize(

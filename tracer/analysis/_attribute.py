@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tracer.analysis._lines import spans_of, where
 from tracer.analysis._shapes import ShapeBatcher, Ticket
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
@@ -62,6 +63,7 @@ class Attributor:
                 lambda: self.rows,
                 self._attribute,
                 projection=self.projection,
+                reread=self._reread,
             )
 
     @property
@@ -122,13 +124,13 @@ class Attributor:
         # spans (None: the caller holds them until the trace is complete).
         return ticket if self._batcher.nested(ticket) else None
 
-    def _attribute(
-        self, trace_id: str, spans: list[Span] | None, seq: int, last_end: int, value: str | None
-    ) -> None:
-        if spans is None:  # dropped after its ticket was taken, and given back: read again
-            from tracer.analysis._stream import _where, spans_of
+    def _reread(self, trace_id: str, seq: int, last_end: int, count: int) -> list[Span]:
+        """The spans of a trace dropped once its ticket was taken, read again."""
+        return spans_of(self.files[where(seq)[0]], trace_id, seq, last_end, count)
 
-            spans = spans_of(self.files[_where(seq)[0]], trace_id, seq, last_end)
+    def _attribute(
+        self, trace_id: str, spans: list[Span], seq: int, last_end: int, value: str | None
+    ) -> None:
         issues = Warnings()
         prepared = prepare(trace_id, spans, issues, self.stage_map)
         if prepared is None:

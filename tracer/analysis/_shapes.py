@@ -42,12 +42,11 @@ import numpy as np
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis._walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.breakdown import (
-    _INPUT_KEYS,
-    _MODEL_KEYS,
-    _OUTPUT_KEYS,
-    _as_int,
+    TokenPlan,
+    count_planned,
     group_key,
     token_carriers,
+    token_plan,
 )
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
@@ -93,7 +92,7 @@ class _Shape:
     inference: list[int]  # spans whose stage is inference, top-down
     #: innermost spans with token counts, top-down: (span, its input-token key, its
     #: output-token key, its model keys), the keys breakdown.count_tokens would read
-    carriers: list[tuple[int, str | None, str | None, tuple[str, ...]]]
+    carriers: list[TokenPlan]
     root_service: str
     root_name: str
     #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
@@ -106,7 +105,7 @@ class _Shape:
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
     splits: list[str | None] = field(default_factory=list)
-    tokens: list[tuple[int | None, int | None, str | None]] = field(default_factory=list)
+    tokens: list[_Tokens] = field(default_factory=list)
     #: per trace: its spans' starts, ends and marks (0: none), as int64
     times: array = field(default_factory=lambda: array("q"))
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
@@ -120,9 +119,9 @@ _MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
+_Tokens: TypeAlias = tuple[int | None, int | None, str | None]
 #: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
 #: scalar path attributes it.
-_Tokens: TypeAlias = tuple[int | None, int | None, str | None]
 Ticket: TypeAlias = "tuple[_Shape, array, bytes, _Tokens] | Literal[False]"
 
 
@@ -145,15 +144,17 @@ class ShapeBatcher:
         group_by: str,
         stage_map: StageMap | None,
         table: Callable[[], TraceTable],
-        scalar: Callable[[str, list[Span] | None, int, int, str | None], None],
+        scalar: Callable[[str, list[Span], int, int, str | None], None],
         batch: int = BATCH,
         projection: Callable[[PreparedTrace], Projected] | None = None,
+        reread: Callable[[str, int, int, int], list[Span]] | None = None,
     ) -> None:
         self.group_by = group_by
         self.stage_map = stage_map
         self.projection = projection
         self._table = table
         self._scalar = scalar
+        self._reread = reread
         self._batch = batch
         self._shapes: dict[tuple, Any] = {}
         self._learned = 0
@@ -254,7 +255,7 @@ class ShapeBatcher:
             times.extend([0 if m is None else m for m in marks])
         except OverflowError:  # a time or mark past int64 (Python's ints hold any)
             return False
-        tokens = _count(spans, shape.carriers) if shape.carriers else _NO_TOKENS
+        tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
         return shape, times, has, tokens
 
     def flush(self) -> None:
@@ -346,7 +347,7 @@ class ShapeBatcher:
             hops=hops,
             same_service=[i for i in range(n) if spans[i].service == spans[root].service],
             inference=[i for i in trace.order if trace.stage[i] == "inference"],
-            carriers=[_plan(spans[i].attributes, i) for i in token_carriers(trace)],
+            carriers=[token_plan(spans[i].attributes, i) for i in token_carriers(trace)],
             root_service=spans[root].service,
             root_name=spans[root].name,
             stage=list(trace.stage),
@@ -359,11 +360,17 @@ class ShapeBatcher:
             ],
         )
 
-    def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
-        """Attribute the traces ``which`` of a batch the scalar way."""
+    def _give_back(self, rows: tuple[list, ...], which: np.ndarray, n: int) -> None:
+        """Attribute the traces ``which`` of a batch (of ``n`` spans each) the scalar way;
+        those queued without their spans (a ticket alone) are read again first."""
         ids, seqs, last_ends, splits, _, spans = rows
         for r in which.tolist():
-            self._scalar(ids[r], spans[r], seqs[r], last_ends[r], splits[r])
+            kept = spans[r]
+            if kept is None:
+                if self._reread is None:
+                    raise ValueError("a trace queued without its spans, and no way to read them")
+                kept = self._reread(ids[r], seqs[r], last_ends[r], n)
+            self._scalar(ids[r], kept, seqs[r], last_ends[r], splits[r])
 
     def _run(self, shape: _Shape) -> None:
         """Attribute the queued traces of ``shape`` (see the module docstring)."""
@@ -378,10 +385,11 @@ class ShapeBatcher:
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
         has = np.frombuffer(marked, np.bool_).reshape(b, n)
         # Past 2**62 a sum or difference could leave int64: those traces go below.
-        wide = (np.abs(at) >= _LIMIT).any(axis=(1, 2))
+        # (Not np.abs: it leaves -2**63 negative.)
+        wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
         rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
         if wide.any():
-            self._give_back(rows, np.nonzero(wide)[0])
+            self._give_back(rows, np.nonzero(wide)[0], n)
             rest = np.nonzero(~wide)[0]
             if not rest.size:
                 return
@@ -390,7 +398,7 @@ class ShapeBatcher:
         # Only ends are widened: a trace whose spans must shift goes to the scalar path.
         skewed = fix_clocks(shape, start, end)
         if skewed.any():
-            self._give_back(rows, np.nonzero(skewed)[0])
+            self._give_back(rows, np.nonzero(skewed)[0], n)
             keep = np.nonzero(~skewed)[0]
             if not keep.size:
                 return
@@ -470,33 +478,3 @@ def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
     """The entries ``which`` of each per-trace list of a batch."""
     at = which.tolist()
     return tuple([column[r] for r in at] for column in rows)
-
-
-def _plan(a: dict[str, Any], i: int) -> tuple[int, str | None, str | None, tuple[str, ...]]:
-    """Which keys ``count_tokens`` reads from span ``i`` (its attribute keys are part of
-    the shape): the first input and output key present, the model keys present."""
-    first_in = next((k for k in _INPUT_KEYS if k in a), None)
-    first_out = next((k for k in _OUTPUT_KEYS if k in a), None)
-    return i, first_in, first_out, tuple(k for k in _MODEL_KEYS if k in a)
-
-
-def _count(
-    spans: list[Span], plan: list[tuple[int, str | None, str | None, tuple[str, ...]]]
-) -> tuple[int, int, str | None]:
-    """``breakdown.count_tokens`` of the carriers, reading the keys the plan names."""
-    tin = tout = 0
-    model = None
-    for i, key_in, key_out, model_keys in plan:
-        a = spans[i].attributes
-        if key_in is not None:
-            v = a[key_in]
-            tin += v if type(v) is int else _as_int(v)
-        if key_out is not None:
-            v = a[key_out]
-            tout += v if type(v) is int else _as_int(v)
-        if not model:
-            for key in model_keys:
-                model = a[key]
-                if model:
-                    break
-    return tin, tout, str(model) if model else None

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from tracer._errors import positive_setting
 from tracer.analysis._attribute import Attributor
+from tracer.analysis._lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
+from tracer.analysis._lines import lines as lines_in
+from tracer.analysis._lines import seq as seq_of
+from tracer.analysis._lines import where as place_of
 from tracer.analysis._table import TraceTable
-from tracer.analysis.loaders.files import LINE_BAD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
@@ -37,7 +39,6 @@ __all__ = [
     "attribute_parts",
     "join_parts",
     "read_traces",
-    "spans_of",
     "stream_range",
     "stream_store",
     "window_spans",
@@ -48,10 +49,6 @@ WINDOW_SPANS = 100_000
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
-_OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
-_BUFFER = 1 << 20  # read buffer: lines of OTLP JSON are tens of kilobytes
-_SLOT_BITS = 12  # the order of a trace's first appearance within its line
-
 
 def window_spans(value: int | None = None) -> int:
     """The streaming window: ``value``, else ``HOPTRACE_WINDOW_SPANS``, else the default.
@@ -60,57 +57,6 @@ def window_spans(value: int | None = None) -> int:
         ConfigError: not a positive integer.
     """
     return positive_setting(value, "window_spans", "HOPTRACE_WINDOW_SPANS", WINDOW_SPANS, "spans")
-
-
-def _seq(file_index: int, offset: int, slot: int) -> int:
-    """Where a trace first appears: file, byte offset of the line, order in the line."""
-    return (file_index << (_OFFSET_BITS + _SLOT_BITS)) | (offset << _SLOT_BITS) | min(slot, 4095)
-
-
-def _where(seq: int) -> tuple[int, int]:
-    return seq >> (_OFFSET_BITS + _SLOT_BITS), (seq >> _SLOT_BITS) & ((1 << _OFFSET_BITS) - 1)
-
-
-@dataclass
-class LineTally:
-    """Lines of one file that were not JSON or of an unknown shape."""
-
-    bad: int = 0
-    unknown: int = 0
-
-    def merge(self, other: LineTally) -> None:
-        """Add another part's counts."""
-        self.bad += other.bad
-        self.unknown += other.unknown
-
-    def report(self, origin: str, warnings: Warnings) -> None:
-        """Note the counts as the serial loader does at the end of a file."""
-        if self.bad:
-            warnings.skip(
-                f"{origin}: {self.bad} lines are not JSON (truncated or not a trace file)", 0
-            )
-        if self.unknown:
-            warnings.skip(f"{origin}: {self.unknown} lines are JSON of an unknown shape", 0)
-
-
-def _lines(fh: Any, lo: int, hi: int) -> Any:
-    """(offset, line) for the lines in [lo, hi) of an open binary file."""
-    fh.seek(lo)
-    offset = lo
-    while offset < hi:
-        line = fh.readline(hi - offset)
-        if not line:
-            return
-        yield offset, line
-        offset += len(line)
-
-
-def _parse(line: bytes, sink: TraceSet, origin: str, lines: LineTally) -> None:
-    got = add_line(line, sink, origin)
-    if got == LINE_BAD:
-        lines.bad += 1
-    elif got == LINE_UNKNOWN:
-        lines.unknown += 1
 
 
 def stream_range(
@@ -143,16 +89,16 @@ def stream_range(
     if isinstance(attribute, Attributor):
         early = attribute.early
         attribute.files[file_index] = path
-    with open(path, "rb", buffering=_BUFFER) as fh:
-        for n, (offset, line) in enumerate(_lines(fh, lo, hi), 1):
-            _parse(line, sink, path, lines)
+    with open(path, "rb", buffering=BUFFER) as fh:
+        for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
+            parse(line, sink, path, lines)
             end = offset + len(line)
             if sink.traces:
                 for slot, (tid, spans) in enumerate(sink.traces.items()):
                     seen += len(spans)
                     entry = open_traces.get(tid)
                     if entry is None:
-                        seq = _seq(file_index, offset, slot)
+                        seq = seq_of(file_index, offset, slot)
                         ticket = None if early is None else early(tid, spans)
                         if ticket:
                             open_traces[tid] = [None, seq, seen, end, ticket]
@@ -160,7 +106,8 @@ def stream_range(
                             open_traces[tid] = [spans, seq, seen, end, None]
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
-                            entry[0] = spans_of(path, tid, entry[1], entry[3])
+                            count = entry[4][0].n
+                            entry[0] = spans_of(path, tid, entry[1], entry[3], count, fh)
                         entry[0].extend(spans)
                         entry[2], entry[3], entry[4] = seen, end, None
                     queue.append((seen, tid))
@@ -190,20 +137,6 @@ def _complete(attribute: Callable[..., None], tid: str, entry: list[Any]) -> Non
         attribute(tid, spans, seq, end, ticket)
 
 
-def spans_of(path: str, trace_id: str, seq: int, last_end: int) -> list[Span]:
-    """The spans of one trace read again from ``path``, from the line where it starts
-    (``seq``) to the end of its last line (``last_end``), in the order of the input."""
-    start = _where(seq)[1]
-    sink = TraceSet(warnings=Warnings())  # what the first read warned of is not said again
-    found: list[Span] = []
-    with open(path, "rb", buffering=_BUFFER) as fh:
-        for _, line in _lines(fh, start, last_end):
-            _parse(line, sink, path, LineTally())
-            found.extend(sink.traces.get(trace_id, ()))
-            sink.traces = {}
-    return found
-
-
 def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:
     """Join the traces that ``table`` holds in several parts: drop the parts, read their
     lines again, attribute each whole trace once. Returns the number joined."""
@@ -223,14 +156,14 @@ def attribute_parts(
     regions: dict[int, list[tuple[int, int]]] = {}
     for pieces in parts.values():
         for seq, end in pieces:
-            file_index, offset = _where(seq)
+            file_index, offset = place_of(seq)
             regions.setdefault(file_index, []).append((offset, end))
     joined: dict[str, list[Span]] = {t: [] for t in parts}
     for tid, spans in _reread(paths, regions):
         if tid in joined:
             joined[tid].extend(spans)
     for tid, pieces in sorted(parts.items(), key=lambda kv: min(kv[1])):
-        files = {_where(seq)[0] for seq, _ in pieces}
+        files = {place_of(seq)[0] for seq, _ in pieces}
         # A trace across files ends in another file than it starts: no one end offset.
         end = max(e for _, e in pieces) if len(files) == 1 else ACROSS_FILES
         attribute(tid, joined[tid], min(s for s, _ in pieces), end)
@@ -244,11 +177,11 @@ def read_traces(paths: Sequence[str], where: dict[str, tuple[int, int]]) -> Trac
     files); spans in the order of the input, as the whole-file loader holds them."""
     regions: dict[int, list[tuple[int, int]]] = {}
     for seq, end in where.values():
-        file_index, offset = _where(seq)
+        file_index, offset = place_of(seq)
         if end == ACROSS_FILES:
-            regions.setdefault(file_index, []).append((offset, 1 << _OFFSET_BITS))
+            regions.setdefault(file_index, []).append((offset, 1 << OFFSET_BITS))
             for later in range(file_index + 1, len(paths)):
-                regions.setdefault(later, []).append((0, 1 << _OFFSET_BITS))
+                regions.setdefault(later, []).append((0, 1 << OFFSET_BITS))
         else:
             regions.setdefault(file_index, []).append((offset, end))
     found = TraceSet()
@@ -267,10 +200,10 @@ def _reread(
     sink = TraceSet(warnings=Warnings())
     for file_index in sorted(regions):
         path = paths[file_index]
-        with open(path, "rb", buffering=_BUFFER) as fh:
+        with open(path, "rb", buffering=BUFFER) as fh:
             for lo, hi in _merged(regions[file_index]):
-                for _, line in _lines(fh, lo, hi):
-                    _parse(line, sink, path, LineTally())
+                for _, line in lines_in(fh, lo, hi):
+                    parse(line, sink, path, LineTally())
                     yield from sink.traces.items()
                     sink.traces = {}
 

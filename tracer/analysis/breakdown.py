@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
 from tracer.analysis.critical_path import marks, own_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace
+from tracer.spans.model import Span
 
 __all__ = [
     "GROUP_BY",
+    "TokenPlan",
     "TraceBreakdown",
     "break_down",
+    "count_planned",
     "count_tokens",
     "group_key",
     "token_carriers",
+    "token_plan",
 ]
 
 GROUP_BY = ("stage", "service", "operation")
@@ -124,6 +128,40 @@ def count_tokens(carriers: Iterable[dict[str, Any]]) -> tuple[int, int, str | No
         if not model:
             for key in _MODEL_KEYS:
                 model = a.get(key)
+                if model:
+                    break
+    return tin, tout, str(model) if model else None
+
+
+#: Which keys ``count_tokens`` reads from one carrier span whose attribute keys are
+#: known (a shape's): (span index, first input key present, first output key present,
+#: model keys present).
+TokenPlan: TypeAlias = tuple[int, str | None, str | None, tuple[str, ...]]
+
+
+def token_plan(a: dict[str, Any], i: int) -> TokenPlan:
+    """The :data:`TokenPlan` of span ``i`` with attributes ``a``."""
+    first_in = next((k for k in _INPUT_KEYS if k in a), None)
+    first_out = next((k for k in _OUTPUT_KEYS if k in a), None)
+    return i, first_in, first_out, tuple(k for k in _MODEL_KEYS if k in a)
+
+
+def count_planned(spans: list[Span], plan: list[TokenPlan]) -> tuple[int, int, str | None]:
+    """:func:`count_tokens` of the carriers, reading the keys the plan names (spans of
+    the shape the plan was made for)."""
+    tin = tout = 0
+    model = None
+    for i, key_in, key_out, model_keys in plan:
+        a = spans[i].attributes
+        if key_in is not None:
+            v = a[key_in]
+            tin += v if type(v) is int else _as_int(v)
+        if key_out is not None:
+            v = a[key_out]
+            tout += v if type(v) is int else _as_int(v)
+        if not model:
+            for key in model_keys:
+                model = a[key]
                 if model:
                     break
     return tin, tout, str(model) if model else None

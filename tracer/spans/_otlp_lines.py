@@ -134,6 +134,9 @@ _decode_attributes = msgspec.json.Decoder(list[_KeyValue], strict=False).decode
 #: decoded again. Cleared when full.
 _SEEN_ATTRIBUTES: dict[bytes, tuple[dict[str, Any], str | None, bool]] = {}
 _SEEN_MAX = 4096
+#: Longer texts (prompts, completions) are decoded each time, so the memo holds at most
+#: _SEEN_MAX x _SEEN_BYTES (8 MiB) of them.
+_SEEN_BYTES = 2048
 
 
 def _big(raw: Any) -> bool:
@@ -313,9 +316,10 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                 seen = _SEEN_ATTRIBUTES.get(text)
                 if seen is None:
                     seen = _span_attributes(text)
-                    if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
-                        _SEEN_ATTRIBUTES.clear()
-                    _SEEN_ATTRIBUTES[text] = seen
+                    if len(text) <= _SEEN_BYTES:
+                        if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
+                            _SEEN_ATTRIBUTES.clear()
+                        _SEEN_ATTRIBUTES[text] = seen
                 shared, stage, general = seen
                 attributes = shared.copy()  # each span its own dict, as the general path
                 first = None
