@@ -284,17 +284,18 @@ class TraceTable:
             ids = np.array([t.encode() for t in self._ids], dtype=bytes)
             order = np.lexsort((ids, start))
         order = order[keep[order]]
-        # Position of each kept row in the sorted order, for the sparse columns.
-        position = np.full(n, -1, np.int64)
-        position[order] = np.arange(order.size)
 
         def sparse(s: _Sparse) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            rows, keys, values = s.flat()
-            rows = position[rows]
-            mine = rows >= 0
-            rows, keys, values = rows[mine], keys[mine], values[mine]
-            by = np.argsort(rows, kind="stable")
-            return rows[by], keys[by], values[by]
+            # Each kept row's entries, rows in the sorted order (a row's entries are
+            # contiguous and stay in their order): what a stable sort by position gives.
+            _, keys, values = s.flat()
+            ends = _np(s.ends)
+            counts = np.diff(ends, prepend=0)
+            lengths = counts[order]
+            first = (ends - counts)[order]
+            at = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
+            at += np.arange(at.size)
+            return np.repeat(np.arange(order.size), lengths), keys[at], values[at]
 
         split = _np32(self._split)[order]
         p = self._projected

@@ -53,7 +53,10 @@ class Stats:
 def stats(values_ms: Iterable[float], sketched: bool = False) -> Stats:
     """:class:`Stats` of ``values_ms`` (all zeros for an empty sample); with
     ``sketched``, the percentiles come from a DDSketch (``docs/analysis.md``)."""
-    arr = np.fromiter(values_ms, dtype=float)
+    if isinstance(values_ms, np.ndarray):  # (fromiter would walk it in Python)
+        arr = values_ms.astype(float, copy=False).ravel()
+    else:
+        arr = np.fromiter(values_ms, dtype=float)
     if arr.size == 0:
         return Stats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     p50, p90, p99 = percentiles(arr, (50, 90, 99), sketched)

@@ -1,0 +1,59 @@
+"""The compact per-trace table sorts its rows (and their sparse group rows) exactly."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from tracer.analysis._table import TraceTable
+from tracer.analysis.breakdown import TraceBreakdown
+
+
+def _breakdown(rng: random.Random, i: int) -> TraceBreakdown:
+    groups = {g: rng.randrange(1, 100) for g in ("a", "b", "c", "d") if rng.random() < 0.6}
+    return TraceBreakdown(
+        trace_id=f"{rng.randrange(1 << 64):032x}",
+        root_service="svc",
+        root_name="op",
+        start_ns=rng.randrange(5),  # many ties: sorted by trace id then
+        e2e_ns=sum(groups.values()),
+        groups=groups,
+        hops={("x", "y"): 1} if rng.random() < 0.3 else {},
+        ttft_ns=None,
+        ttft_groups=None,
+        model_ttft_ns=None,
+        input_tokens=None,
+        output_tokens=None,
+        model=None,
+        span_count=len(groups),
+    )
+
+
+def test_columns_sort_rows_and_their_group_entries_by_start_then_trace_id():
+    for seed in range(20):
+        rng = random.Random(seed)
+        rows = [_breakdown(rng, i) for i in range(rng.randrange(0, 60))]
+        table = TraceTable()
+        for b in rows:
+            table.add(b)
+        dropped = {b.trace_id for b in rows if rng.random() < 0.2}
+        table.drop(dropped)
+        cols = table.columns()
+        kept = sorted(
+            (b for b in rows if b.trace_id not in dropped), key=lambda b: (b.start_ns, b.trace_id)
+        )
+        assert cols.ids.tolist() == [b.trace_id for b in kept]
+        assert cols.start_ns.tolist() == [b.start_ns for b in kept]
+        at, keys, values = cols.groups
+        names = cols.group_names
+        got = [dict() for _ in kept]
+        order = [[] for _ in kept]
+        for r, k, v in zip(at.tolist(), keys.tolist(), values.tolist(), strict=True):
+            got[r][names[k]] = v
+            order[r].append(names[k])
+        assert got == [b.groups for b in kept]
+        assert order == [list(b.groups) for b in kept]  # each row's entries in their order
+        assert (np.diff(at) >= 0).all()
+        hop_rows = cols.hops[0].tolist()
+        assert hop_rows == [r for r, b in enumerate(kept) if b.hops]
