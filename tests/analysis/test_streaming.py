@@ -239,3 +239,55 @@ def test_a_file_that_changed_under_a_dropped_trace_is_a_clear_error(tmp_path):
     path.unlink()
     with pytest.raises(SourceError, match="cannot read"):
         spans_of(str(path), tid, at, first, 11)
+
+
+def test_input_where_dropped_parts_keep_coming_back_stops_dropping_them(tmp_path, monkeypatch):
+    """Every trace cut across two lines, its first part of a known shape: each dropped
+    part would be read again. After 64 such reads (over 2% of the parts dropped) the
+    range keeps spans instead; a part without the trace's root is never dropped."""
+    import tracer.analysis._stream as stream
+
+    traces = _traces(300, seed=12)
+    lines = [_short(t) for t in traces[:6]]  # the short shape, learned
+    for t in traces[6:]:
+        lines += [_short(t), [s for s in t if s.service == "model"]]
+    path = write_otlp_lines(tmp_path / "cut.jsonl", lines)
+    read_again = []
+    spans_of = stream.spans_of
+    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    whole = analysis_dict(analyze(load([path])))
+    assert analysis_dict(analyze_files([path], "stage", None, 1, window=20)) == whole
+    assert len(read_again) == stream._RESTORES + 1  # then no more
+
+
+def test_a_subtree_read_before_its_callers_keeps_its_spans(tmp_path, monkeypatch):
+    """Calls made to the model server directly are whole traces of the model's subtree
+    shape; a chain trace's model spans, read before the rest of it, look the same but
+    their top span has a parent: they are not dropped (their trace surely goes on)."""
+    import msgspec
+
+    import tracer.analysis._stream as stream
+
+    traces = _traces(12, seed=13)
+    direct = []
+    for n, t in enumerate(traces[:6]):
+        model = [s for s in t if s.service == "model"]
+        tid = f"{0xD0 + n:032x}"
+        direct.append(
+            [
+                msgspec.structs.replace(
+                    s, trace_id=tid, parent_id=None if s.kind == 2 else s.parent_id
+                )
+                for s in model
+            ]
+        )
+    lines = list(direct)
+    for t in traces[6:]:
+        lines += [[s for s in t if s.service == "model"], _short(t)]
+    path = write_otlp_lines(tmp_path / "subtree.jsonl", lines)
+    read_again = []
+    spans_of = stream.spans_of
+    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    whole = analysis_dict(analyze(load([path])))
+    assert analysis_dict(analyze_files([path], "stage", None, 1, window=8)) == whole
+    assert read_again == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from tracer.analysis._lines import spans_of, where
 from tracer.analysis._shapes import ShapeBatcher, Ticket
@@ -16,6 +17,7 @@ from tracer.spans.model import Span, Warnings
 
 __all__ = ["NONE", "Attributor", "split_value"]
 
+_PARENT_ID = attrgetter("parent_id")
 #: The value of traces that do not carry the attribute.
 NONE = "(none)"
 
@@ -120,9 +122,15 @@ class Attributor:
         ):
             return None
         ticket = self._batcher.ticket(trace_id, spans)
-        # A trace whose clocks the batch would give back to the scalar path keeps its
-        # spans (None: the caller holds them until the trace is complete).
-        return ticket if self._batcher.nested(ticket) else None
+        if not ticket or not self._batcher.nested(ticket):
+            # A trace whose clocks the batch would give back to the scalar path keeps
+            # its spans (None: the caller holds them until the trace is complete).
+            return None
+        if None in map(_PARENT_ID, spans):
+            return ticket
+        # A part whose top span's parent is elsewhere (a service's subtree, exported
+        # before its callers'): the rest of the trace is surely still to come.
+        return None
 
     def _reread(self, trace_id: str, seq: int, last_end: int, count: int) -> list[Span]:
         """The spans of a trace dropped once its ticket was taken, read again."""

@@ -46,6 +46,10 @@ __all__ = [
 
 #: Spans read past a trace's last span before it counts as complete.
 WINDOW_SPANS = 100_000
+#: Dropped trace parts read again (a later part came) before a range stops dropping
+#: them, if they are more than 2% of the parts dropped: in such input (big lines
+#: of traces cut across lines) reading a line again costs more than holding spans.
+_RESTORES = 64
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
@@ -89,6 +93,7 @@ def stream_range(
     if isinstance(attribute, Attributor):
         early = attribute.early
         attribute.files[file_index] = path
+    dropped = restored = 0  # parts dropped with a ticket; of those, read again
     with open(path, "rb", buffering=BUFFER) as fh:
         for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
             parse(line, sink, path, lines)
@@ -102,12 +107,16 @@ def stream_range(
                         ticket = None if early is None else early(tid, spans)
                         if ticket:
                             open_traces[tid] = [None, seq, seen, end, ticket]
+                            dropped += 1
                         else:
                             open_traces[tid] = [spans, seq, seen, end, None]
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
                             count = entry[4][0].n
                             entry[0] = spans_of(path, tid, entry[1], entry[3], count, fh)
+                            restored += 1
+                            if restored > _RESTORES and restored * 50 > dropped:
+                                early = None  # more than 2% came back: keep spans from now
                         entry[0].extend(spans)
                         entry[2], entry[3], entry[4] = seen, end, None
                     queue.append((seen, tid))
