@@ -119,6 +119,7 @@ _MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
+_POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None]
 #: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
 #: scalar path attributes it.
@@ -213,17 +214,15 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        index = dict(zip(map(_SPAN_ID, spans), range(n), strict=True))
+        # n <= MAX_SPANS: the positions outlast the ids
+        index = dict(zip(map(_SPAN_ID, spans), _POSITIONS, strict=False))
         if len(index) != n:
             return False  # a duplicate span id
         # A missing parent id (None) is not in the index either: -1, as for an orphan.
         parents = tuple(map(index.get, map(_PARENT_ID, spans), repeat(-1)))
         if parents.count(-1) != 1 or any(map(eq, parents, range(n))):
             return False  # orphans to re-parent, every span in a cycle, its own parent
-        key = (
-            parents,
-            tuple(zip(map(_STATIC, spans), map(tuple, map(_ATTRIBUTES, spans)), strict=True)),
-        )
+        key = (parents, tuple(map(_STATIC, spans)), tuple(map(tuple, map(_ATTRIBUTES, spans))))
         shape = self._shapes.get(key)
         if type(shape) is _Valued:  # spans with values the stage rules compare
             values = tuple([str(spans[i].attributes[k]) for i, k in shape.slots])
