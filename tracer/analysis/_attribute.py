@@ -122,7 +122,7 @@ class Attributor:
         ):
             return None
         ticket = self._batcher.ticket(trace_id, spans)
-        if not ticket or not self._batcher.nested(ticket):
+        if not ticket or not self._batcher.nested(ticket, spans):
             # A trace whose clocks the batch would give back to the scalar path keeps
             # its spans (None: the caller holds them until the trace is complete).
             return None

@@ -30,7 +30,7 @@ scalar arithmetic (floats in the same order).
 
 from __future__ import annotations
 
-from array import array
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -98,16 +98,17 @@ class _Shape:
     #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
     stage: list[str]
     hop: list[tuple[str, str] | None]
-    #: (parent, child) of each remote edge the clock check reads, as indices into a
-    #: trace's times (starts, then ends): (start of p, start of c, end of p, end of c)
-    nested: list[tuple[int, int, int, int]]
+    #: (parent, child) of each remote edge the clock check reads
+    nested: list[tuple[int, int]]
+    #: a trace's starts, ends and marks (0: none) as n int64 each, in machine order
+    pack: Callable[..., bytes]
     ids: list[str] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
     splits: list[str | None] = field(default_factory=list)
     tokens: list[_Tokens] = field(default_factory=list)
-    #: per trace: its spans' starts, ends and marks (0: none), as int64
-    times: array = field(default_factory=lambda: array("q"))
+    #: per trace: its spans' starts, ends and marks (0: none), as int64 (``pack``)
+    times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
     spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
 
@@ -123,7 +124,7 @@ _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None]
 #: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
 #: scalar path attributes it.
-Ticket: TypeAlias = "tuple[_Shape, array, bytes, _Tokens] | Literal[False]"
+Ticket: TypeAlias = "tuple[_Shape, bytes, bytes, _Tokens] | Literal[False]"
 
 
 @dataclass
@@ -191,7 +192,7 @@ class ShapeBatcher:
         shape.seqs.append(seq)
         shape.last_ends.append(last_end)
         shape.splits.append(split)
-        shape.times.extend(times)  # a copy of machine words: no span is touched
+        shape.times += times  # a copy of machine words: no span is touched
         shape.has.extend(has)
         shape.tokens.append(tokens)
         shape.spans.append(spans)
@@ -249,10 +250,10 @@ class ShapeBatcher:
         marks = list(map(_MARK, spans))  # None where a span has no mark
         has = bytes(map(is_not, marks, repeat(None)))
         try:
-            times = array("q", map(_START, spans))
-            times.extend(map(_END, spans))
-            times.extend([0 if m is None else m for m in marks])
-        except OverflowError:  # a time or mark past int64 (Python's ints hold any)
+            times = shape.pack(
+                *map(_START, spans), *map(_END, spans), *[0 if m is None else m for m in marks]
+            )
+        except struct.error:  # a time or mark past int64 (Python's ints hold any)
             return False
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
         return shape, times, has, tokens
@@ -265,16 +266,16 @@ class ShapeBatcher:
                     self._run(shape)
 
     @staticmethod
-    def nested(ticket: Ticket | None) -> bool:
-        """Whether every remote child of the ticket's trace lies inside its parent's
-        time: then the batch cannot give it back for its clocks (``fix_clocks`` only
-        widens ends, and a child inside is never skewed), so its spans are not needed
-        again unless its times are too wide for the batch."""
+    def nested(ticket: Ticket | None, spans: list[Span]) -> bool:
+        """Whether every remote child of the ticket's trace (``spans``) lies inside its
+        parent's time: then the batch cannot give it back for its clocks (``fix_clocks``
+        only widens ends, and a child inside is never skewed), so its spans are not
+        needed again unless its times are too wide for the batch."""
         if not ticket:
             return False
-        shape, times = ticket[0], ticket[1]
-        for p, c, p_end, c_end in shape.nested:
-            if times[c] < times[p] or times[c_end] > times[p_end]:
+        for p, c in ticket[0].nested:
+            parent, child = spans[p], spans[c]
+            if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
                 return False
         return True
 
@@ -351,8 +352,9 @@ class ShapeBatcher:
             root_name=spans[root].name,
             stage=list(trace.stage),
             hop=list(trace.hop),
+            pack=struct.Struct(f"{3 * n}q").pack,
             nested=[
-                (p, c, n + p, n + c)
+                (p, c)
                 for p, remote, _, exempt in edges
                 for c, skip in zip(remote, exempt, strict=True)
                 if not skip
@@ -378,7 +380,7 @@ class ShapeBatcher:
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
         tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
-        shape.tokens, shape.spans, shape.times, shape.has = [], [], array("q"), bytearray()
+        shape.tokens, shape.spans, shape.times, shape.has = [], [], bytearray(), bytearray()
         # Each trace's row: its starts, then its ends, then its marks.
         at = np.frombuffer(times, np.int64).reshape(b, 3, n)
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
