@@ -221,10 +221,11 @@ class ShapeBatcher:
             return False  # a duplicate span id
         # A missing parent id (None) is not in the index either: -1, as for an orphan.
         parents = tuple(map(index.get, map(_PARENT_ID, spans), repeat(-1)))
-        if parents.count(-1) != 1 or any(map(eq, parents, range(n))):
-            return False  # orphans to re-parent, every span in a cycle, its own parent
         key = (parents, tuple(map(_STATIC, spans)), tuple(map(tuple, map(_ATTRIBUTES, spans))))
         shape = self._shapes.get(key)
+        # A key is kept only once its parents passed this check: a known one did.
+        if shape is None and (parents.count(-1) != 1 or any(map(eq, parents, range(n)))):
+            return False  # orphans to re-parent, every span in a cycle, its own parent
         if type(shape) is _Valued:  # spans with values the stage rules compare
             values = tuple([str(spans[i].attributes[k]) for i, k in shape.slots])
             found = shape.shapes.get(values)

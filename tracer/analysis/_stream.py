@@ -50,6 +50,7 @@ WINDOW_SPANS = 100_000
 #: them, if they are more than 2% of the parts dropped: in such input (big lines
 #: of traces cut across lines) reading a line again costs more than holding spans.
 _RESTORES = 64
+_LAST_SLOT = seq_of(0, 0, 1 << 30)  # the order in a line that seq_of stops at
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
@@ -99,11 +100,12 @@ def stream_range(
             parse(line, sink, path, lines)
             end = offset + len(line)
             if sink.traces:
+                base = seq_of(file_index, offset, 0)
                 for slot, (tid, spans) in enumerate(sink.traces.items()):
                     seen += len(spans)
                     entry = open_traces.get(tid)
                     if entry is None:
-                        seq = seq_of(file_index, offset, slot)
+                        seq = base | (slot if slot < _LAST_SLOT else _LAST_SLOT)  # as seq_of
                         ticket = None if early is None else early(tid, spans)
                         if ticket:
                             open_traces[tid] = [None, seq, seen, end, ticket]

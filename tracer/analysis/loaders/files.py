@@ -61,7 +61,8 @@ def add_line(line: bytes, traceset: TraceSet, origin: str) -> int:
     :data:`LINE_BLANK`, :data:`LINE_UNKNOWN` (JSON of an unknown shape) or
     :data:`LINE_BAD` (not JSON). OTLP lines take the typed fast path (others, Jaeger's
     for one, are not decoded twice: only a line with the key is tried)."""
-    found = traces_from_otlp_line(line) if b'"resourceSpans"' in line else None
+    otlp = line.startswith(b'{"resourceSpans"') or b'"resourceSpans"' in line
+    found = traces_from_otlp_line(line) if otlp else None
     if found is not None:
         traces = traceset.traces
         if not traces:
