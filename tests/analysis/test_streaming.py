@@ -291,3 +291,44 @@ def test_a_subtree_read_before_its_callers_keeps_its_spans(tmp_path, monkeypatch
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=8)) == whole
     assert read_again == []
+
+
+def test_shapes_are_learned_from_quiet_traces_before_the_window_passes(tmp_path, monkeypatch):
+    """A trace whose shape was unknown when read is looked at again LEARN_AFTER spans
+    later: its shape is learned then (it holds its root), and the traces after it are
+    ticketed as they are read, long before the first window has passed. A trace whose
+    last part comes after that second look (still within the window) is read again and
+    whole: the output is the whole-file analysis's."""
+    import msgspec
+
+    import tracer.analysis._attribute as attribute_module
+    import tracer.analysis._stream as stream
+
+    monkeypatch.setattr(stream, "LEARN_AFTER", 30)
+    traces = _traces(200, seed=14)
+    # Trace 1 is read before any shape is known; one more span of it (exported late)
+    # comes 10 lines later, after its second look ticketed it and dropped its spans.
+    extra = msgspec.structs.replace(traces[1][-1], span_id="f" * 16)
+    # Trace 50 comes in two parts; its first part alone teaches a shape of its own.
+    lines = [[s for s in t if s.service != "model"] if i == 50 else t for i, t in enumerate(traces)]
+    lines.insert(60, [s for s in traces[50] if s.service == "model"])
+    lines.insert(11, [extra])
+    path = write_otlp_lines(tmp_path / "quiet.jsonl", lines)
+    taken = {"line": 0, "second look": 0}
+    early = attribute_module.Attributor.early
+
+    def spy(self, trace_id, spans, learn=False):
+        ticket = early(self, trace_id, spans, learn)
+        if ticket:
+            taken["second look" if learn else "line"] += 1
+        return ticket
+
+    monkeypatch.setattr(attribute_module.Attributor, "early", spy)
+    read_again = []
+    spans_of = stream.spans_of
+    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    whole = analysis_dict(analyze(load([path])))
+    assert analysis_dict(analyze_files([path], "stage", None, 1, window=1000)) == whole
+    assert taken["second look"] >= 1  # learned early, so ...
+    assert taken["line"] >= 190  # ... almost every trace was ticketed as it was read
+    assert read_again == [traces[1][0].trace_id]  # its part came after the second look

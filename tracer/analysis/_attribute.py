@@ -110,10 +110,12 @@ class Attributor:
             return
         self._attribute(trace_id, spans, seq, last_end, value)
 
-    def early(self, trace_id: str, spans: list[Span]) -> Ticket | None:
+    def early(self, trace_id: str, spans: list[Span], learn: bool = False) -> Ticket | None:
         """The batches' ticket for these spans (:meth:`ShapeBatcher.ticket`), taken
         while they are fresh in the caches; None when there is none to take. With a
-        ticket, the caller may drop the spans and pass None for them."""
+        ticket, the caller may drop the spans and pass None for them. ``learn``: an
+        unknown shape is learned from these spans (a trace that has been quiet a while,
+        holding its root)."""
         if (
             self._batcher is None
             or self._selecting
@@ -121,7 +123,9 @@ class Attributor:
             or self.projection is not None  # it retimes every trace from its spans
         ):
             return None
-        ticket = self._batcher.ticket(trace_id, spans)
+        if learn and None not in map(_PARENT_ID, spans):
+            return None  # a subtree: learn from whole traces only
+        ticket = self._batcher.ticket(trace_id, spans, learn)
         if not ticket or not self._batcher.nested(ticket, spans):
             # A trace whose clocks the batch would give back to the scalar path keeps
             # its spans (None: the caller holds them until the trace is complete).

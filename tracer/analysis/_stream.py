@@ -50,6 +50,9 @@ WINDOW_SPANS = 100_000
 #: them, if they are more than 2% of the parts dropped: in such input (big lines
 #: of traces cut across lines) reading a line again costs more than holding spans.
 _RESTORES = 64
+#: Spans read past a part of a trace whose shape was not known when it was read before
+#: it is looked at again (see stream_range).
+LEARN_AFTER = 10_000
 _LAST_SLOT = seq_of(0, 0, 1 << 30)  # the order in a line that seq_of stops at
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
@@ -95,6 +98,11 @@ def stream_range(
         early = attribute.early
         attribute.files[file_index] = path
     dropped = restored = 0  # parts dropped with a ticket; of those, read again
+    # Parts whose shape was not known when read are looked at again LEARN_AFTER spans
+    # later, when a quiet trace may teach its shape: the first window need not pass
+    # before the stream drops spans (the trace is still attributed at the window).
+    second: deque[tuple[int, str]] = deque()
+    learning = window > LEARN_AFTER
     with open(path, "rb", buffering=BUFFER) as fh:
         for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
             parse(line, sink, path, lines)
@@ -112,6 +120,8 @@ def stream_range(
                             dropped += 1
                         else:
                             open_traces[tid] = [spans, seq, seen, end, None]
+                            if learning:
+                                second.append((seen, tid))
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
                             count = entry[4][0].n
@@ -121,8 +131,18 @@ def stream_range(
                                 early = None  # more than 2% came back: keep spans from now
                         entry[0].extend(spans)
                         entry[2], entry[3], entry[4] = seen, end, None
+                        if learning:
+                            second.append((seen, tid))
                     queue.append((seen, tid))
                 sink.traces = {}
+                while second and seen - second[0][0] > LEARN_AFTER:
+                    mark, tid = second.popleft()
+                    entry = open_traces.get(tid)
+                    if early is not None and entry is not None and entry[2] == mark:
+                        ticket = early(tid, entry[0], True)
+                        if ticket:
+                            entry[0], entry[4] = None, ticket
+                            dropped += 1
                 while queue and seen - queue[0][0] > window:
                     mark, tid = queue.popleft()
                     entry = open_traces.get(tid)
