@@ -11,8 +11,9 @@ used by docker-compose.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracer._lazy import exports
 
 if TYPE_CHECKING:
     from collector.memory import DEFAULT_MAX_MEMORY_BYTES
@@ -48,12 +49,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'collector' has no attribute {name!r}")
-    return getattr(import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _HOME)

@@ -151,6 +151,14 @@ def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):
     )
 
 
+def _reads(monkeypatch, module) -> list[str]:
+    """The trace ids ``module`` reads again (its ``spans_of`` calls), as they come."""
+    read_again: list[str] = []
+    spans_of = module.spans_of
+    monkeypatch.setattr(module, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    return read_again
+
+
 def _short(spans: list) -> list:
     """The trace without its model server: a whole trace of its own shape."""
     return [s for s in spans if s.service != "model"]
@@ -167,9 +175,7 @@ def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_p
     lines += [_short(traces[6]), [s for s in traces[6] if s.service == "model"]]
     lines += [_short(t) for t in traces[7:]]
     path = write_otlp_lines(tmp_path / "late.jsonl", lines)
-    read_again = []
-    spans_of = stream.spans_of
-    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    read_again = _reads(monkeypatch, stream)
     whole = analysis_dict(analyze(load([path])))
     streamed = analyze_files([path], "stage", None, 1, window=20)
     assert read_again == [traces[6][0].trace_id]  # the part read again: the whole trace
@@ -194,9 +200,7 @@ def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatc
         for i in range(30)
     ]
     path = write_otlp_lines(tmp_path / "wide.jsonl", traces)
-    read_again = []
-    spans_of = attribute.spans_of
-    monkeypatch.setattr(attribute, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    read_again = _reads(monkeypatch, attribute)
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=15)) == whole
     # Every trace after the first two (the shape is learned from the first, once it is
@@ -252,9 +256,7 @@ def test_input_where_dropped_parts_keep_coming_back_stops_dropping_them(tmp_path
     for t in traces[6:]:
         lines += [_short(t), [s for s in t if s.service == "model"]]
     path = write_otlp_lines(tmp_path / "cut.jsonl", lines)
-    read_again = []
-    spans_of = stream.spans_of
-    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    read_again = _reads(monkeypatch, stream)
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=20)) == whole
     assert len(read_again) == stream._RESTORES + 1  # then no more
@@ -285,9 +287,7 @@ def test_a_subtree_read_before_its_callers_keeps_its_spans(tmp_path, monkeypatch
     for t in traces[6:]:
         lines += [[s for s in t if s.service == "model"], _short(t)]
     path = write_otlp_lines(tmp_path / "subtree.jsonl", lines)
-    read_again = []
-    spans_of = stream.spans_of
-    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    read_again = _reads(monkeypatch, stream)
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=8)) == whole
     assert read_again == []
@@ -324,9 +324,7 @@ def test_shapes_are_learned_from_quiet_traces_before_the_window_passes(tmp_path,
         return ticket
 
     monkeypatch.setattr(attribute_module.Attributor, "early", spy)
-    read_again = []
-    spans_of = stream.spans_of
-    monkeypatch.setattr(stream, "spans_of", lambda *a: read_again.append(a[1]) or spans_of(*a))
+    read_again = _reads(monkeypatch, stream)
     whole = analysis_dict(analyze(load([path])))
     assert analysis_dict(analyze_files([path], "stage", None, 1, window=1000)) == whole
     assert taken["second look"] >= 1  # learned early, so ...

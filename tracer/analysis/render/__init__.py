@@ -3,8 +3,9 @@ one-file HTML. They consume the analysis results and compute nothing of their ow
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tracer._lazy import exports
 
 if TYPE_CHECKING:
     from tracer.analysis.render.bench import bench_dict, bench_sections
@@ -91,12 +92,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'tracer.analysis.render' has no attribute {name!r}")
-    return getattr(import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = exports(__name__, _HOME)
