@@ -115,6 +115,9 @@ class Chain:
             max_concurrency=max_concurrency,
         )
         self.model_url = upstream or f"http://127.0.0.1:{self.ports['model']}/v1"
+        #: The ports picked here (a caller may set its own): another process may take
+        #: one of them before start() binds it; those are picked again there.
+        self._picked = dict(self.ports)
 
     @property
     def service_pids(self) -> dict[str, int]:
@@ -168,6 +171,13 @@ class Chain:
             HoptraceError: a port is taken ("gateway: port 8000 is in use"), or a
                 service exited or did not answer in time (named, with its port).
         """
+        for name in self._services():
+            port = self.ports[name]
+            if port == self._picked[name] and port_in_use(port, "127.0.0.1"):
+                # Picked free, taken since (an outgoing connection's source port, say).
+                self.ports[name] = self._picked[name] = free_port()
+                if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":
+                    self.model_url = f"http://127.0.0.1:{self.ports['model']}/v1"
         wanted = {"collector": self.collector.port} | {n: self.ports[n] for n in self._services()}
         for name, port in wanted.items():
             if port_in_use(port, self.collector.host if name == "collector" else "127.0.0.1"):

@@ -186,3 +186,34 @@ def test_load_32_streaming_clients_for_20_s_loses_no_trace(chain):
     incomplete = [t for t, spans in have.items() if not {s.stage for s in spans} >= STAGES]
     assert not incomplete, f"{len(incomplete)} traces lack a stage"
     print(f"load: {len(results)} requests in {took:.1f} s, all {len(ids)} traces complete")
+
+
+def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
+    """A chain picks its services' ports when it is made; another process (or an
+    outgoing connection's source port) may take one before start() binds it: the chain
+    picks again instead of failing. A port the caller chose still fails (see the demo's
+    ``--port`` test in test_signals.py)."""
+    import socket
+
+    chain = Chain(tmp_path / "s.db", profile="loopback", rate_limit=0.0)
+    taken = {name: chain.ports[name] for name in ("app", "model")}
+    holders = []
+    for port in taken.values():
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+        holders.append(sock)
+    try:
+        with chain:
+            assert all(chain.ports[name] != port for name, port in taken.items())
+            assert chain.model_url == f"http://127.0.0.1:{chain.ports['model']}/v1"
+            done = httpx.post(
+                chain.base_url + "/chat/completions",
+                headers={"Authorization": f"Bearer {chain.api_key}"},
+                json={"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]},
+                timeout=30,
+            )
+            assert done.status_code == 200, done.text
+    finally:
+        for sock in holders:
+            sock.close()
