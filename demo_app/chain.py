@@ -119,6 +119,12 @@ class Chain:
         #: one of them before start() binds it; those are picked again there.
         self._picked = dict(self.ports)
 
+    def use_port(self, service: str, port: int) -> None:
+        """Run ``service`` on ``port`` (the caller's choice: start() fails with one line
+        if it is taken, rather than picking another)."""
+        self.ports[service] = port
+        self._picked.pop(service, None)
+
     @property
     def service_pids(self) -> dict[str, int]:
         """The process id of each running service."""
@@ -173,7 +179,7 @@ class Chain:
         """
         for name in self._services():
             port = self.ports[name]
-            if port == self._picked[name] and port_in_use(port, "127.0.0.1"):
+            if port == self._picked.get(name) and port_in_use(port, "127.0.0.1"):
                 # Picked free, taken since (an outgoing connection's source port, say).
                 self.ports[name] = self._picked[name] = free_port()
                 if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":

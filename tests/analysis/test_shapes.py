@@ -267,3 +267,28 @@ def test_batched_what_if_projections_equal_the_scalar_ones(seed, stage, speedup)
     assert render.dumps(render.whatif_dict(ra)) == render.dumps(render.whatif_dict(rb))
     # Most traces went through the batches (the rest: skewed clocks, scalar shapes).
     assert taken > 500
+
+
+def test_a_skewed_trace_tried_twice_counts_once_toward_giving_up_on_its_shape():
+    """The stream may try to learn a shape from the same trace twice (at its second
+    look and when it is complete): the shape is left to the scalar path after
+    LEARN_TRIES different skewed traces, not after one trace tried that often."""
+    from tracer.analysis._shapes import _SCALAR, LEARN_TRIES
+
+    rng = random.Random(3)
+    chain = _SHAPES[0]
+    batcher = ShapeBatcher("stage", None, lambda: None, lambda *a: None)
+
+    def skewed(i):
+        spans = _trace(i, chain, rng, odd=False)
+        spans[10].start_ns -= 10_000 * MS  # the model's clock runs behind
+        return spans
+
+    one = skewed(0)
+    for _ in range(LEARN_TRIES + 2):
+        assert batcher.ticket(one[0].trace_id, one, learn=True) is False
+    assert _SCALAR not in batcher._shapes.values()  # still to be learned
+    for i in range(1, LEARN_TRIES):
+        spans = skewed(i)
+        batcher.ticket(spans[0].trace_id, spans, learn=True)
+    assert list(batcher._shapes.values()) == [_SCALAR]  # eight different traces: given up

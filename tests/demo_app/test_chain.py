@@ -217,3 +217,18 @@ def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
     finally:
         for sock in holders:
             sock.close()
+
+
+def test_a_port_the_caller_chose_that_is_taken_fails_with_one_line(tmp_path):
+    import socket
+
+    from tracer._errors import HoptraceError
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        chain = Chain(tmp_path / "s.db", profile="loopback")
+        chain.use_port("gateway", port)
+        with pytest.raises(HoptraceError, match=f"gateway: port {port} is in use"):
+            chain.start()

@@ -160,7 +160,9 @@ class ShapeBatcher:
         self._batch = batch
         self._shapes: dict[tuple, Any] = {}
         self._learned = 0
-        self._tries: dict[tuple, int] = {}
+        # Traces tried per shape (a trace may be tried twice: once at the stream's
+        # second look, once when it is complete; it counts once).
+        self._tries: dict[tuple, set[str]] = {}
         self._queued = 0
         # Attribute values the stage rules compare (not only their presence).
         keys: set[str] = set()
@@ -286,8 +288,9 @@ class ShapeBatcher:
             learned = self._learn(trace_id, spans)
             if learned is None:  # skewed clocks: try the next trace, a few times
                 tried = (id(shapes), key)
-                tries = self._tries[tried] = self._tries.get(tried, 0) + 1
-                learned = _SCALAR if tries >= LEARN_TRIES else None
+                traces = self._tries.setdefault(tried, set())
+                traces.add(trace_id)
+                learned = _SCALAR if len(traces) >= LEARN_TRIES else None
             if learned is not None:
                 shapes[key] = learned
                 self._learned += 1

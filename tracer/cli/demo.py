@@ -164,7 +164,7 @@ def serve(
         upstream=upstream,
         max_concurrency=max_concurrency,
     )
-    chain.ports["gateway"] = port
+    chain.use_port("gateway", port)
     with stop_on_signals(), chain:
         click.echo(
             f"OpenAI base URL:  {chain.base_url}\nAPI key:          {api_key}\n"
