@@ -214,11 +214,13 @@ def test_a_trace_whose_clocks_the_batch_would_correct_keeps_its_spans():
     traces = _traces(3, seed=2)
     attribute = Attributor("stage", None)
     attribute(traces[0][0].trace_id, traces[0], 0, 0)  # its shape is learned
-    assert attribute.early(traces[1][0].trace_id, traces[1])  # a ticket: spans may go
+    ticket, drop = attribute.early(traces[1][0].trace_id, traces[1])
+    assert ticket and drop  # a ticket: the spans may go
     skewed = traces[2]
     model = next(s for s in skewed if s.service == "model" and s.kind == 2)
     model.start_ns -= 5_000 * MS  # its clock runs behind: outside its caller
-    assert attribute.early(skewed[0].trace_id, skewed) is None
+    ticket, drop = attribute.early(skewed[0].trace_id, skewed)
+    assert ticket and not drop  # the spans stay, for the scalar path
 
 
 def test_a_file_that_changed_under_a_dropped_trace_is_a_clear_error(tmp_path):
@@ -318,10 +320,10 @@ def test_shapes_are_learned_from_quiet_traces_before_the_window_passes(tmp_path,
     early = attribute_module.Attributor.early
 
     def spy(self, trace_id, spans, learn=False):
-        ticket = early(self, trace_id, spans, learn)
-        if ticket:
+        ticket, drop = early(self, trace_id, spans, learn)
+        if drop:
             taken["second look" if learn else "line"] += 1
-        return ticket
+        return ticket, drop
 
     monkeypatch.setattr(attribute_module.Attributor, "early", spy)
     read_again = _reads(monkeypatch, stream)

@@ -110,31 +110,34 @@ class Attributor:
             return
         self._attribute(trace_id, spans, seq, last_end, value)
 
-    def early(self, trace_id: str, spans: list[Span], learn: bool = False) -> Ticket | None:
-        """The batches' ticket for these spans (:meth:`ShapeBatcher.ticket`), taken
-        while they are fresh in the caches; None when there is none to take. With a
-        ticket, the caller may drop the spans and pass None for them. ``learn``: an
-        unknown shape is learned from these spans (a trace that has been quiet a while,
-        holding its root)."""
-        if (
-            self._batcher is None
-            or self._selecting
-            or self.split_by is not None
-            or self.projection is not None  # it retimes every trace from its spans
-        ):
-            return None
-        if learn and None not in map(_PARENT_ID, spans):
-            return None  # a subtree: learn from whole traces only
-        ticket = self._batcher.ticket(trace_id, spans, learn)
-        if not ticket or not self._batcher.nested(ticket, spans):
-            # A trace whose clocks the batch would give back to the scalar path keeps
-            # its spans (None: the caller holds them until the trace is complete).
-            return None
-        if None in map(_PARENT_ID, spans):
-            return ticket
+    @property
+    def takes_tickets(self) -> bool:
+        """Whether :meth:`early` may be asked: traces are batched, and no filter,
+        ``--split-by`` or what-if needs every trace's spans when it is complete."""
+        return (
+            self._batcher is not None
+            and not self._selecting
+            and self.split_by is None
+            and self.projection is None
+        )
+
+    def early(
+        self, trace_id: str, spans: list[Span], learn: bool = False
+    ) -> tuple[Ticket | None, bool]:
+        """The batches' ticket for these spans (:meth:`ShapeBatcher.ticket`: None while
+        their shape is unknown), taken while they are fresh in the caches, and whether
+        the caller may drop the spans (then giving None for them with the ticket);
+        only when :attr:`takes_tickets`. ``learn``: an unknown shape is learned from
+        these spans if they hold their trace's root (a trace quiet for a while)."""
+        assert self._batcher is not None
         # A part whose top span's parent is elsewhere (a service's subtree, exported
-        # before its callers'): the rest of the trace is surely still to come.
-        return None
+        # before its callers'): the rest of the trace is surely still to come. It
+        # teaches no shape, and its spans are kept.
+        rooted = None in map(_PARENT_ID, spans)
+        ticket = self._batcher.ticket(trace_id, spans, learn and rooted)
+        # A trace whose clocks the batch would give back to the scalar path keeps its
+        # spans too.
+        return ticket, bool(ticket) and rooted and self._batcher.nested(ticket, spans)
 
     def _reread(self, trace_id: str, seq: int, last_end: int, count: int) -> list[Span]:
         """The spans of a trace dropped once its ticket was taken, read again."""

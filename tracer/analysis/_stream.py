@@ -53,7 +53,6 @@ _RESTORES = 64
 #: Spans read past a part of a trace whose shape was not known when it was read before
 #: it is looked at again (see stream_range).
 LEARN_AFTER = 10_000
-_LAST_SLOT = seq_of(0, 0, 1 << 30)  # the order in a line that seq_of stops at
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
@@ -94,7 +93,7 @@ def stream_range(
     # at once, and read again from the file only if the trace turns out to need them
     # (a later part of it, or a batch that gives it back).
     early = None
-    if isinstance(attribute, Attributor):
+    if isinstance(attribute, Attributor) and attribute.takes_tickets:
         early = attribute.early
         attribute.files[file_index] = path
     dropped = restored = 0  # parts dropped with a ticket; of those, read again
@@ -102,25 +101,24 @@ def stream_range(
     # later, when a quiet trace may teach its shape: the first window need not pass
     # before the stream drops spans (the trace is still attributed at the window).
     second: deque[tuple[int, str]] = deque()
-    learning = window > LEARN_AFTER
+    learning = early is not None and window > LEARN_AFTER
     with open(path, "rb", buffering=BUFFER) as fh:
         for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
             parse(line, sink, path, lines)
             end = offset + len(line)
             if sink.traces:
-                base = seq_of(file_index, offset, 0)
                 for slot, (tid, spans) in enumerate(sink.traces.items()):
                     seen += len(spans)
                     entry = open_traces.get(tid)
                     if entry is None:
-                        seq = base | (slot if slot < _LAST_SLOT else _LAST_SLOT)  # as seq_of
-                        ticket = None if early is None else early(tid, spans)
-                        if ticket:
+                        seq = seq_of(file_index, offset, slot)
+                        ticket, drop = (None, False) if early is None else early(tid, spans)
+                        if drop:
                             open_traces[tid] = [None, seq, seen, end, ticket]
                             dropped += 1
-                        else:
-                            open_traces[tid] = [spans, seq, seen, end, None]
-                            if learning:
+                        else:  # with its ticket, if it has one: not worked out again
+                            open_traces[tid] = [spans, seq, seen, end, ticket]
+                            if learning and ticket is None:
                                 second.append((seen, tid))
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
@@ -139,9 +137,9 @@ def stream_range(
                     mark, tid = second.popleft()
                     entry = open_traces.get(tid)
                     if early is not None and entry is not None and entry[2] == mark:
-                        ticket = early(tid, entry[0], True)
-                        if ticket:
-                            entry[0], entry[4] = None, ticket
+                        entry[4], drop = early(tid, entry[0], True)
+                        if drop:
+                            entry[0] = None
                             dropped += 1
                 while queue and seen - queue[0][0] > window:
                     mark, tid = queue.popleft()
