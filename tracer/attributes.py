@@ -39,6 +39,8 @@ __all__ = [
     "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TIME_TO_FIRST_CHUNK",
+    "HOST_CPUS",
+    "HOST_CPU_BUSY",
     "HTTP_RESPONSE_STATUS_CODE",
     "INFERENCE",
     "INFERENCE_DECODE",
@@ -86,6 +88,11 @@ CANCELLED = "hoptrace.cancelled"
 BENCH_STATUS = "hoptrace.bench.status"
 #: The concurrency level a bench request ran at.
 BENCH_CONCURRENCY = "hoptrace.bench.concurrency"
+#: On each bench request span: the host's busy CPU time (ns, all cores, since boot)
+#: when the request ended, and the cores the bench may use; a load model's CPU demand
+#: per request and capacity (docs/whatif.md).
+HOST_CPU_BUSY = "hoptrace.host.cpu_busy_ns"
+HOST_CPUS = "hoptrace.host.cpus"
 #: On the resource of a batch of spans: how many spans the sending process dropped
 #: (a full queue, a failed export, a span it could not read) since the last batch that
 #: was sent with this count (int). ``hoptrace collect`` adds these up in ``/healthz``

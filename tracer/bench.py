@@ -26,6 +26,7 @@ import tracer
 from tracer import attributes as attrs
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
+from tracer._host import host_cpu_busy_ns, host_cpus
 from tracer._sse import aiter_sse_data
 from tracer.analysis.aggregate import Stats, stats
 
@@ -46,6 +47,7 @@ DEFAULT_PROMPT = (
     "equally faster for its users."
 )
 RUN_ATTRIBUTE = attrs.RUN
+HOST_CPUS = host_cpus()
 KNEE_RATIO = 2.0
 
 
@@ -179,6 +181,10 @@ async def _one(
         except httpx.HTTPError as exc:
             exchange.fail("protocol", f"{type(exc).__name__}: {exc}")
         span.set_attribute(attrs.BENCH_STATUS, exchange.status)
+        busy = host_cpu_busy_ns()
+        if busy is not None:
+            span.set_attribute(attrs.HOST_CPU_BUSY, busy)
+            span.set_attribute(attrs.HOST_CPUS, HOST_CPUS)
     return exchange.sample()
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tracer.analysis import TraceSet, analyze, what_if
 from tracer.analysis.critical_path import trace_dependencies, trace_times
-from tracer.analysis.dependencies import tolerance_ns
+from tracer.analysis.dependencies import critical_sections, critical_times, tolerance_ns
 from tracer.analysis.prepare import prepare
 from tracer.spans.model import (
     KIND_CLIENT,
@@ -237,3 +237,22 @@ def test_a_spans_critical_time_is_what_finishing_it_sooner_saves(spans):
             e = min(0.01, margin_us / (2 * t))
             saved = _saved_us(spans, sid, 1 + e)
             assert saved == pytest.approx(t * (1 - 1 / (1 + e)), abs=1e-6)  # to the ns
+
+
+@settings(max_examples=80, deadline=None)
+@given(_trees())
+def test_the_critical_sections_tile_the_trace_and_sum_to_the_critical_times(spans):
+    prepared = prepare(spans[0].trace_id, spans, Warnings())
+    assert prepared is not None
+    deps = trace_dependencies(prepared)
+    sections = critical_sections(deps)
+    # Back to back from the root's start to its end: every instant, once.
+    cursor = prepared.start[prepared.root]
+    for _, a, b in sections:
+        assert a == cursor and b > a
+        cursor = b
+    assert cursor == max(prepared.end[prepared.root], prepared.start[prepared.root])
+    per_span: dict[int, int] = {}
+    for i, a, b in sections:
+        per_span[i] = per_span.get(i, 0) + b - a
+    assert per_span == critical_times(deps)

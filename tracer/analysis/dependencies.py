@@ -39,6 +39,7 @@ __all__ = [
     "TOLERANCE_MIN_NS",
     "TOLERANCE_SHARE",
     "Dependencies",
+    "critical_sections",
     "critical_times",
     "dependencies",
     "retime",
@@ -276,6 +277,44 @@ def critical_times(
         if mine:
             own[s] = mine
     return own
+
+
+def critical_sections(deps: Dependencies) -> list[tuple[int, int, int]]:
+    """The critical path as (span, start, end) sections in time order: the instants
+    :func:`critical_times` gives each span, one section per stretch."""
+    lo, hi, kids, tangled = deps.lo, deps.hi, deps.kids, deps.tangled
+    out: list[tuple[int, int, int]] = []
+    stack = [deps.root]
+    while stack:
+        s = stack.pop()
+        mine_kids = kids[s]
+        if not mine_kids:
+            out.append((s, lo[s], hi[s]))
+            continue
+        if s not in tangled:
+            path = list(mine_kids)
+        else:
+            joins, real_hi = deps.joins, deps.real_hi
+            waited: dict[int, int] = {}
+            best = last = -1
+            for c in mine_kids:
+                for a in joins.get(c, _NONE):
+                    if best < 0 or _later(a, best, hi, real_hi, lo):
+                        best = a
+                waited[c] = best
+                if last < 0 or _later(c, last, hi, real_hi, lo):
+                    last = c
+            path = [last]
+            while waited[path[-1]] >= 0:
+                path.append(waited[path[-1]])
+            path.reverse()
+        cursor = lo[s]
+        for c in path:
+            out.append((s, cursor, lo[c]))
+            cursor = hi[c]
+            stack.append(c)
+        out.append((s, cursor, hi[s]))
+    return sorted((x for x in out if x[2] > x[1]), key=lambda x: (x[1], x[2]))
 
 
 def retime(deps: Dependencies, factor: Sequence[float]) -> tuple[list[float], list[float]]:
