@@ -57,13 +57,19 @@ _pending: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 C = TypeVar("C", httpx.Client, httpx.AsyncClient, "httpx2.Client", "httpx2.AsyncClient")
 
 
-def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any:
+def instrument_fastapi(
+    app: Any, stage: str | None = None, *, record_cpu: bool = True, **kwargs: Any
+) -> Any:
     """Instrument a FastAPI app; its SERVER spans get ``hoptrace.stage = stage``.
 
     Args:
         app: the FastAPI application.
         stage: the stage of this service's server span (e.g. ``gateway``); none when
             omitted.
+        record_cpu: put the process's CPU time during the request and its cumulative
+            CPU at the request's end on the server span (``hoptrace.process.cpu_ns``,
+            ``hoptrace.process.cpu_total_ns``; ``tracer/_load.py``). Call this before
+            the app serves its first request (it adds an ASGI middleware).
         **kwargs: passed on to ``FastAPIInstrumentor.instrument_app`` (e.g.
             ``tracer_provider``, ``excluded_urls``); they win over hoptrace's defaults.
 
@@ -83,6 +89,10 @@ def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any
         "http_capture_headers_sanitize_fields": SENSITIVE_HEADERS,
     }
     options.update(kwargs)
+    if record_cpu:
+        from tracer._load import CpuMiddleware
+
+        app.add_middleware(CpuMiddleware)
     FastAPIInstrumentor.instrument_app(app, **options)
     return app
 
