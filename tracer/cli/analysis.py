@@ -202,6 +202,15 @@ def analyze(
 @click.argument("sources", nargs=-1)
 @click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
 @click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
+@click.option(
+    "--capacity",
+    "capacities",
+    multiple=True,
+    metavar="NAME=N[,NAME=N]|FILE",
+    hidden=True,  # read and checked; shown once the projection under load uses it
+    help="Capacities the traces do not carry: pool slots or service cores "
+    "(gateway=8, or a TOML file with a [capacity] table).",
+)
 @split_option
 @format_option
 @source_options
@@ -209,6 +218,7 @@ def whatif(
     sources: tuple[str, ...],
     stage: str,
     speedup: float,
+    capacities: tuple[str, ...],
     split_by: str | None,
     fmt: str,
     output: str | None,
@@ -221,8 +231,10 @@ def whatif(
     .prefill and .decode; inference.decode means only that one.
     """
     from tracer.analysis import render
+    from tracer.analysis.capacity import parse_capacities
     from tracer.analysis.whatif import Projection
 
+    parse_capacities(capacities)  # a bad --capacity fails before any trace is read
     smap = selection.stage_map()
     projection = Projection(stage, speedup)
     # Every trace is projected as it is attributed (no spans kept); the analysis by
