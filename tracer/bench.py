@@ -4,8 +4,9 @@ The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up 
 every concurrency level (at least as many requests as the level's concurrency) that
 is not measured; then N measured requests per level. Per level: status counts,
 end-to-end P50/P90/P99, time to first chunk, inter-chunk latency, output tokens/s and
-requests/s. The knee is the first level whose P90 is 2x or more the lowest level's;
-with the traces at hand, the stage whose time grew most between the two is named.
+requests/s; with an SLO, goodput and SLO attainment. The knee is the first level whose
+P90 is 2x or more the lowest level's; with the traces at hand, the stage whose time
+grew most between the two is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
     print(result.knee)
@@ -27,7 +28,9 @@ from tracer import attributes as attrs
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
 from tracer._sse import aiter_sse_data
+from tracer._sweep import DEFAULT_ATTAINMENT, SweepSlo, check_slo, judge_slo
 from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.slo import Slo
 
 __all__ = [
     "BenchResult",
@@ -141,6 +144,8 @@ class BenchResult:
     levels: list[LevelResult]
     knee: Knee | None = None
     notes: list[str] = field(default_factory=list)
+    #: With an SLO: goodput and attainment per level (``tracer._sweep``).
+    slo: SweepSlo | None = None
 
 
 def _body(model: str, prompt: str, max_tokens: int, stream: bool) -> dict[str, Any]:
@@ -334,14 +339,19 @@ async def run_bench_async(
     timeout_s: float = 60.0,
     run: str | None = None,
     progress: Callable[[str, int], None] | None = None,
+    slo: Slo | None = None,
+    slo_attainment: float = DEFAULT_ATTAINMENT,
 ) -> BenchResult:
-    """Sweep ``levels``; see the module docstring for the method.
+    """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
+    level's goodput and SLO attainment, and the highest level whose attainment reaches
+    ``slo_attainment`` (``tracer._sweep``).
 
     Raises:
         ConfigError: bad arguments, or every warm-up request of the first level failed
             the same way (a wrong key, nothing listening).
     """
     check_arguments(base_url, levels, requests, warmup, max_tokens, timeout_s)
+    check_slo(slo, stream, slo_attainment)
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     body = _body(model, prompt, max_tokens, stream)
@@ -371,6 +381,8 @@ async def run_bench_async(
                 _refuse_hopeless(base_url, level.samples)
             result.levels.append(level)
     result.knee = find_knee(result.levels)
+    if slo is not None:
+        result.slo = judge_slo(result.levels, slo, slo_attainment)
     return result
 
 
