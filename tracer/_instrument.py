@@ -66,10 +66,11 @@ def instrument_fastapi(
         app: the FastAPI application.
         stage: the stage of this service's server span (e.g. ``gateway``); none when
             omitted.
-        record_cpu: put the process's CPU time during the request and its cumulative
-            CPU at the request's end on the server span (``hoptrace.process.cpu_ns``,
-            ``hoptrace.process.cpu_total_ns``; ``tracer/_load.py``). Call this before
-            the app serves its first request (it adds an ASGI middleware).
+        record_cpu: put the load attributes on the server span: the process's CPU
+            time during the request and its cumulative CPU at the request's end
+            (``hoptrace.process.cpu_ns``, ``hoptrace.process.cpu_total_ns``), its
+            instance, host and cores (``tracer/_load.py``). Call this before the app
+            serves its first request (it adds an ASGI middleware).
         **kwargs: passed on to ``FastAPIInstrumentor.instrument_app`` (e.g.
             ``tracer_provider``, ``excluded_urls``); they win over hoptrace's defaults.
 

@@ -10,12 +10,15 @@ Resource attributes, set by :func:`tracer.setup` unless the application (or
   bounded by the cgroup v2 ``cpu.max`` quota of its cgroup and every ancestor (a
   double: ``150000 100000`` is 1.5 cores).
 
-Server spans of :func:`tracer.instrument_fastapi`:
+Server spans of :func:`tracer.instrument_fastapi` repeat those four (span stores,
+hoptrace's included, commonly keep only ``service.name`` of the resource, and a load
+model needs to tell two instances of one service apart), and carry:
 
 - ``hoptrace.process.cpu_ns``: process CPU time (``time.process_time_ns()``, user and
-  system, every thread) from the span's start to its end. Per-thread CPU would miss
-  the work an async server does for a request between its awaits, on the same thread
-  as every other request; the process delta includes it, and with it the CPU of the
+  system, every thread) from the span's start to its end. A thread's CPU clock would
+  not tell requests apart either (an async server runs them all on its event-loop
+  thread, between awaits) and would miss the other threads' work (the exporter's, a
+  thread pool's); the process delta counts all of it, and with it the CPU of the
   requests running at the same time, so with concurrency it bounds a request's demand
   from above.
 - ``hoptrace.process.cpu_total_ns``: the process's cumulative CPU at the span's end.
@@ -28,8 +31,8 @@ Spans that held a slot of a finite pool (:func:`record_pool`): ``hoptrace.pool.n
 the slot). Engines that publish their queue (vLLM's ``gen_ai.latency.time_in_queue``)
 need nothing more.
 
-Reading the process CPU costs about 0.23 us, twice a request (docs/analysis.md,
-section 10, has the measurement).
+Reading the process CPU costs about 0.23 us, twice a request; the middleware adds about
+10 us a request in all (docs/analysis.md, section 10, has the measurements).
 """
 
 from __future__ import annotations
@@ -48,7 +51,13 @@ from opentelemetry.trace import Span
 
 from tracer import attributes as attrs
 
-__all__ = ["CpuMiddleware", "load_resource_attributes", "process_cpus", "record_pool"]
+__all__ = [
+    "CpuMiddleware",
+    "load_resource_attributes",
+    "process_cpus",
+    "process_identity",
+    "record_pool",
+]
 
 _logger = logging.getLogger(__name__)
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -137,20 +146,60 @@ def record_pool(name: str, size: int, wait_ns: int, span: Span | None = None) ->
         _logger.debug("could not record the pool on a span", exc_info=True)
 
 
+#: The resource attributes a server span repeats (span stores, hoptrace's included,
+#: commonly keep only ``service.name`` of the resource).
+_REPEATED = (attrs.SERVICE_INSTANCE_ID, attrs.HOST_NAME, attrs.HOST_CPUS, attrs.PROCESS_CPUS)
+_defaults: dict[str, Any] | None = None
+_repeated: tuple[object, dict[str, Any]] = (None, {})
+
+
+def _process_defaults() -> dict[str, Any]:
+    """This process's load attributes, for a provider whose resource lacks them."""
+    global _defaults
+    if _defaults is None:
+        _defaults = load_resource_attributes({})
+    return _defaults
+
+
+def process_identity(span: Span) -> dict[str, Any]:
+    """The instance, host and cores a server span repeats: its resource's values, this
+    process's own where the resource has none (a provider not made by ``setup()``)."""
+    global _repeated
+    resource = getattr(span, "resource", None)
+    cached_for, cached = _repeated
+    if resource is cached_for and resource is not None:
+        return cached
+    present = dict(getattr(resource, "attributes", None) or {})
+    out = {key: present[key] for key in _REPEATED if key in present}
+    if len(out) < len(_REPEATED):
+        defaults = _process_defaults()
+        out.update({key: defaults[key] for key in _REPEATED if key not in out})
+    _repeated = (resource, out)
+    return out
+
+
 def _set_cpu(span: Span, start_cpu_ns: int) -> None:
+    """The identity and CPU attributes, in one call (the SDK takes its lock and checks
+    the values once per call: about 1 us a call, 0.35 us an attribute)."""
     now = time.process_time_ns()
     try:
         if span.is_recording():
-            span.set_attribute(attrs.PROCESS_CPU_NS, now - start_cpu_ns)
-            span.set_attribute(attrs.PROCESS_CPU_TOTAL_NS, now)
+            span.set_attributes(
+                {
+                    **process_identity(span),
+                    attrs.PROCESS_CPU_NS: now - start_cpu_ns,
+                    attrs.PROCESS_CPU_TOTAL_NS: now,
+                }
+            )
     except Exception:
         _logger.debug("could not record the process CPU on a span", exc_info=True)
 
 
 class CpuMiddleware:
-    """ASGI middleware, inside the server span's middleware, that writes the process
-    CPU attributes on that span: at the response's last body message (the server span
-    ends as it is sent) or when the app fails before sending it."""
+    """ASGI middleware, inside the server span's middleware, that writes the load
+    attributes on that span (the process's identity, cores and CPU) at the response's
+    last body message (the server span ends as it is sent), or when the app fails
+    before sending it."""
 
     def __init__(self, app: Any) -> None:
         self.app = app

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import time
 import uuid
 
@@ -94,6 +95,21 @@ def test_server_span_records_process_cpu_during_the_request():
         wall_ns = span.end_time - span.start_time
         assert BURN_NS <= cpu_ns <= wall_ns * (os.cpu_count() or 1), path
         assert before + cpu_ns <= total_ns <= after, path
+
+
+def test_server_span_repeats_the_process_identity_of_its_resource():
+    with capture_spans():
+        app = tracer.instrument_fastapi(_burning_app())
+    (span,), _, _, _ = _server_spans(app, "/burn")
+    (again,), _, _, _ = _server_spans(app, "/burn")
+    resource = dict(span.resource.attributes)
+    instance = span.attributes[attrs.SERVICE_INSTANCE_ID]
+    # The resource's instance when it has one, else one id for this process.
+    assert instance == resource.get(attrs.SERVICE_INSTANCE_ID, instance)
+    assert uuid.UUID(str(instance)) and again.attributes[attrs.SERVICE_INSTANCE_ID] == instance
+    assert span.attributes[attrs.HOST_NAME] == resource.get(attrs.HOST_NAME, socket.gethostname())
+    assert span.attributes[attrs.HOST_CPUS] == os.cpu_count()
+    assert span.attributes[attrs.PROCESS_CPUS] == process_cpus()
 
 
 def test_server_span_records_cpu_when_the_app_answers_an_error():
