@@ -104,10 +104,10 @@ PROCESS_CPU_NS = "hoptrace.process.cpu_ns"
 #: Two spans of one ``service.instance.id`` give the process's CPU over the window
 #: between their ends (the difference), hence its busy cores and CPU per request.
 PROCESS_CPU_TOTAL_NS = "hoptrace.process.cpu_total_ns"
-#: Resource: the CPUs the process may run on (its affinity, bounded by its cgroup v2
-#: ``cpu.max`` quota), cores as a double (a quota can be fractional).
+#: Resource and server spans: the CPUs the process may run on (its affinity, bounded
+#: by its cgroup v2 ``cpu.max`` quota), cores as a double (a quota can be fractional).
 PROCESS_CPUS = "hoptrace.process.cpus"
-#: Resource: the host's logical CPUs, shared by every process on ``host.name``.
+#: Resource and server spans: the host's logical CPUs, shared by every process on ``host.name``.
 HOST_CPUS = "hoptrace.host.cpus"
 #: The finite pool whose slot the span held (``gateway``, ``engine``).
 POOL_NAME = "hoptrace.pool.name"
@@ -118,9 +118,10 @@ POOL_WAIT_NS = "hoptrace.pool.wait_ns"
 
 # Standard resource, span and HTTP keys.
 SERVICE_NAME = "service.name"
-#: Resource: the process's unique id among the instances of its service (a UUID v4).
+#: Resource and server spans: the process's unique id among the instances of its
+#: service (a UUID v4).
 SERVICE_INSTANCE_ID = "service.instance.id"
-#: Resource: the host the process runs on (``socket.gethostname()``).
+#: Resource and server spans: the host the process runs on (``socket.gethostname()``).
 HOST_NAME = "host.name"
 #: The span kind tag of Jaeger's JSON (``client``, ``server``, ...).
 JAEGER_SPAN_KIND = "span.kind"
