@@ -1,5 +1,5 @@
-"""Judging a bench sweep: goodput and SLO attainment per level, and the highest level
-that meets the SLO (``docs/bench.md`` has the rules and their sources).
+"""Judging a bench sweep: goodput and SLO attainment per level, the highest level that
+meets the SLO, and the knee (``docs/bench.md`` has the rules and their sources).
 
 Goodput (``hoptrace bench --slo``) is the number of requests per second, over a
 level's measured wall time, that succeeded and met every limit of the SLO, as vLLM's
@@ -8,6 +8,13 @@ of the level's measured requests that did (a failed request misses). The SLO is 
 at a level when its attainment is at least the target (``--slo-attainment``, 90%);
 the highest such level is DistServe's own goodput (the highest load at which the
 attainment reaches the target), counted in clients instead of requests per second.
+
+The knee is the first level at which the clients added since the level below each
+bought less than :data:`FLAT_SHARE` of the requests/s one client got at the lowest
+level, while its end-to-end P50 or P90 had grown :data:`LATENCY_GROWTH` times or more
+over the lowest level's: from there more clients add waiting, not throughput. In a
+closed loop the two go together (requests/s is about clients over latency); asking for
+both keeps a noisy level from being called the knee.
 """
 
 from __future__ import annotations
@@ -22,9 +29,13 @@ from tracer.analysis.slo import Slo
 
 __all__ = [
     "DEFAULT_ATTAINMENT",
+    "FLAT_SHARE",
+    "LATENCY_GROWTH",
+    "Knee",
     "LevelSlo",
     "SweepSlo",
     "check_slo",
+    "find_knee",
     "judge_slo",
     "level_slo",
     "request_ms",
@@ -32,6 +43,12 @@ __all__ = [
 
 #: The SLO attainment a level needs to meet the SLO (``--slo-attainment``).
 DEFAULT_ATTAINMENT = 0.9
+#: A level flattens when each client added since the level below bought less than this
+#: share of the requests/s per client of the lowest level (1.0 is perfect scaling).
+FLAT_SHARE = 0.25
+#: ... and it is the knee when its end-to-end P50 or P90 is at least this many times
+#: the lowest level's.
+LATENCY_GROWTH = 1.5
 #: The metrics only a stream measures.
 _STREAM_METRICS = ("ttft", "tpot", "itl")
 
@@ -154,3 +171,49 @@ def check_slo(slo: Slo | None, stream: bool, attainment_target: float) -> None:
             f"--slo {', '.join(streamed)} is measured on streams only: drop --no-stream "
             "or limit e2e alone"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Knee:
+    """The first level where added clients bought little throughput and latency grew."""
+
+    concurrency: int
+    p90_ratio: float
+    stage: str | None
+    stage_growth_ms: float | None = None
+    #: The level below it, the last one that still scaled.
+    from_concurrency: int | None = None
+    p50_ratio: float | None = None
+    #: Requests/s each client added since ``from_concurrency`` bought, as a share of
+    #: the requests/s per client at the lowest level (1.0: perfect scaling).
+    marginal_share: float | None = None
+
+
+def find_knee(levels: Sequence[_Level]) -> Knee | None:
+    """The knee of a sweep (see the module docstring), or None.
+
+    Levels without a successful request are left out.
+    """
+    measured = sorted((lv for lv in levels if lv.ok), key=lambda lv: lv.concurrency)
+    if len(measured) < 2:
+        return None
+    base = measured[0]
+    base_e2e = base.e2e()
+    per_client = base.requests_per_s() / base.concurrency
+    if per_client <= 0 or base_e2e.p50 <= 0 or base_e2e.p90 <= 0:
+        return None
+    for below, lv in zip(measured, measured[1:], strict=False):
+        gain = (lv.requests_per_s() - below.requests_per_s()) / (lv.concurrency - below.concurrency)
+        share = gain / per_client
+        e2e = lv.e2e()
+        p50_ratio, p90_ratio = e2e.p50 / base_e2e.p50, e2e.p90 / base_e2e.p90
+        if share < FLAT_SHARE and max(p50_ratio, p90_ratio) >= LATENCY_GROWTH:
+            return Knee(
+                lv.concurrency,
+                p90_ratio,
+                None,
+                from_concurrency=below.concurrency,
+                p50_ratio=p50_ratio,
+                marginal_share=share,
+            )
+    return None

@@ -4,9 +4,10 @@ The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up 
 every concurrency level (at least as many requests as the level's concurrency) that
 is not measured; then N measured requests per level. Per level: status counts,
 end-to-end P50/P90/P99, time to first chunk, inter-chunk latency, output tokens/s and
-requests/s; with an SLO, goodput and SLO attainment. The knee is the first level whose
-P90 is 2x or more the lowest level's; with the traces at hand, the stage whose time
-grew most between the two is named.
+requests/s; with an SLO, goodput and SLO attainment. The knee is the first level where
+added clients bought little throughput while latency grew (``tracer._sweep``); with
+the traces at hand, the stage whose time grew most between the lowest level and the
+knee is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
     print(result.knee)
@@ -28,7 +29,7 @@ from tracer import attributes as attrs
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
 from tracer._sse import aiter_sse_data
-from tracer._sweep import DEFAULT_ATTAINMENT, SweepSlo, check_slo, judge_slo
+from tracer._sweep import DEFAULT_ATTAINMENT, Knee, SweepSlo, check_slo, find_knee, judge_slo
 from tracer.analysis.aggregate import Stats, stats
 from tracer.analysis.slo import Slo
 
@@ -49,7 +50,6 @@ DEFAULT_PROMPT = (
     "equally faster for its users."
 )
 RUN_ATTRIBUTE = attrs.RUN
-KNEE_RATIO = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +121,6 @@ class LevelResult:
     def requests_per_s(self) -> float:
         """Successful requests per second of wall time."""
         return len(self.ok) / self.wall_s if self.wall_s > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Knee:
-    """The first level whose P90 grew by ``KNEE_RATIO`` or more over the lowest level."""
-
-    concurrency: int
-    p90_ratio: float
-    stage: str | None
-    stage_growth_ms: float | None = None
 
 
 @dataclass
@@ -412,24 +402,6 @@ def _refuse_hopeless(base_url: str, samples: list[Sample]) -> None:
 def run_bench(base_url: str, **kwargs: Any) -> BenchResult:
     """Blocking wrapper of :func:`run_bench_async`."""
     return asyncio.run(run_bench_async(base_url, **kwargs))
-
-
-def find_knee(levels: Sequence[LevelResult]) -> Knee | None:
-    """The first level whose P90 is ``KNEE_RATIO``x or more the lowest level's."""
-    measured = [lv for lv in levels if lv.ok]
-    if len(measured) < 2:
-        return None
-    base = min(measured, key=lambda lv: lv.concurrency)
-    base_p90 = base.e2e().p90
-    if base_p90 <= 0:
-        return None
-    for lv in sorted(measured, key=lambda lv: lv.concurrency):
-        if lv.concurrency <= base.concurrency:
-            continue
-        ratio = lv.e2e().p90 / base_p90
-        if ratio >= KNEE_RATIO:
-            return Knee(lv.concurrency, ratio, None)
-    return None
 
 
 def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[str, float] | None:

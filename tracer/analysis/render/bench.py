@@ -78,6 +78,9 @@ def bench_dict(result: BenchResult) -> dict[str, Any]:
             "stage_growth_ms": None
             if result.knee.stage_growth_ms is None
             else number(result.knee.stage_growth_ms),
+            "from_concurrency": result.knee.from_concurrency,
+            "p50_ratio": _maybe(result.knee.p50_ratio),
+            "marginal_share": _maybe(result.knee.marginal_share),
         },
         "notes": list(result.notes),
     }
@@ -89,8 +92,6 @@ def _cell(s: Stats | None, key: str) -> str:
 
 def bench_sections(result: BenchResult) -> list[Section]:
     """The table of a sweep, one row per level, with the knee and the notes under it."""
-    from tracer.bench import KNEE_RATIO
-
     head = Section(
         f"Benchmark {result.url} (max_tokens {result.max_tokens}, "
         f"{'streaming' if result.stream else 'not streaming'})",
@@ -135,19 +136,7 @@ def bench_sections(result: BenchResult) -> list[Section]:
     for lv in result.levels:
         for status, example in lv.error_examples().items():
             head.notes.append(f"c={lv.concurrency} {status}: {example}")
-    knee = result.knee
-    if knee is None:
-        head.notes.append(
-            f"no knee: P90 stayed under {KNEE_RATIO:g}x the lowest level's at every level"
-        )
-    else:
-        text = (
-            f"knee at concurrency {knee.concurrency}: P90 is {knee.p90_ratio:.1f}x the "
-            "lowest level's; the service, not the model, is the bottleneck from here"
-        )
-        if knee.stage:
-            text += f"; the stage that grew most: {knee.stage}"
-        head.notes.append(text)
+    head.notes.append(_knee_note(result))
     if result.slo is not None:
         head.notes.append(_slo_note(result.slo))
     head.notes.extend(result.notes)
@@ -176,3 +165,32 @@ def _slo_note(sweep: SweepSlo) -> str:
         "of its requests succeed within every limit; goodput/s counts those requests per "
         "second)"
     )
+
+
+def _maybe(value: float | None) -> float | None:
+    return None if value is None else number(value)
+
+
+def _knee_note(result: BenchResult) -> str:
+    from tracer._sweep import FLAT_SHARE, LATENCY_GROWTH
+
+    knee = result.knee
+    if knee is None:
+        return (
+            f"no knee: at every level the added clients each bought at least "
+            f"{FLAT_SHARE:.0%} of one client's requests/s at the lowest level, or "
+            f"latency stayed under {LATENCY_GROWTH:g}x the lowest level's"
+        )
+    text = f"knee at concurrency {knee.concurrency}"
+    if knee.from_concurrency is not None and knee.marginal_share is not None:
+        text += (
+            f": the clients added from {knee.from_concurrency} each bought "
+            f"{knee.marginal_share:.0%} of one client's requests/s at the lowest level"
+        )
+    grown = f"P90 is {knee.p90_ratio:.1f}x"
+    if knee.p50_ratio is not None:
+        grown = f"P50 is {knee.p50_ratio:.1f}x and P90 {knee.p90_ratio:.1f}x"
+    text += f" while {grown} the lowest level's; more clients wait in the service from here"
+    if knee.stage:
+        text += f"; the stage that grew most: {knee.stage}"
+    return text

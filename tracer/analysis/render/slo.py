@@ -47,7 +47,7 @@ def slo_sections(result: SloAnalysis) -> list[Section]:
                 group_label(g.name, by_stage),
                 fmt_ms(g.missing_mean_ms),
                 fmt_ms(g.meeting_mean_ms),
-                f"{g.extra_ms:+,.1f}",
+                f"{round(g.extra_ms, 1) or 0.0:+,.1f}",
             ]
         )
     section.notes.append(
