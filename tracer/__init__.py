@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from tracer._genai import genai_request, record_engine_latency, record_usage
     from tracer._instrument import instrument_fastapi, instrument_httpx
     from tracer._load import record_pool
-    from tracer._setup import force_flush, is_configured, setup, shutdown
+    from tracer._setup import dropped_spans, force_flush, is_configured, setup, shutdown
     from tracer._stage import mark_first_token, stage
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ __version__ = "0.1.0"
 # the analyzer, the collector and the command line, which import ``tracer.*``
 # submodules, do not pay for it.
 _LAZY = {
+    "dropped_spans": "tracer._setup",
     "force_flush": "tracer._setup",
     "genai_request": "tracer._genai",
     "instrument_fastapi": "tracer._instrument",
@@ -72,6 +73,7 @@ __all__ = [
     "ReceiverError",
     "SourceError",
     "attributes",
+    "dropped_spans",
     "force_flush",
     "genai_request",
     "instrument_fastapi",

@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -33,9 +33,13 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from tracer._errors import ConfigError
 
+if TYPE_CHECKING:
+    from tracer._batch import SpanDrops
+
 __all__ = [
     "DEFAULT_ENDPOINT",
     "PROMPT_EXPORT_DELAY_MS",
+    "dropped_spans",
     "force_flush",
     "is_configured",
     "make_resource",
@@ -217,6 +221,17 @@ def setup(
 def is_configured() -> bool:
     """True after :func:`setup` and before :func:`shutdown`."""
     return _provider is not None
+
+
+def dropped_spans() -> SpanDrops | None:
+    """The spans the pipeline :func:`setup` installed has dropped so far, by cause
+    (``queue_full``, ``export_failed``, ``snapshot_failed``, ``total``).
+
+    None before :func:`setup`, and for the ``http/protobuf`` and ``grpc`` protocols,
+    whose processor is the SDK's own (it counts in its own metrics).
+    """
+    drops = getattr(_processor, "drops", None)
+    return drops if drops is not None and hasattr(drops, "total") else None
 
 
 def force_flush(timeout_millis: int = 30_000) -> bool:

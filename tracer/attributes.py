@@ -63,6 +63,7 @@ __all__ = [
     "RUN",
     "SERVICE_INSTANCE_ID",
     "SERVICE_NAME",
+    "SPANS_DROPPED",
     "STAGE",
     "STREAM_CLOSED_EARLY",
     "TGI_INFERENCE_TIME",
@@ -94,6 +95,11 @@ CANCELLED = "hoptrace.cancelled"
 BENCH_STATUS = "hoptrace.bench.status"
 #: The concurrency level a bench request ran at.
 BENCH_CONCURRENCY = "hoptrace.bench.concurrency"
+#: On the resource of a batch of spans: how many spans the sending process dropped
+#: (a full queue, a failed export, a span it could not read) since the last batch that
+#: was sent with this count (int). ``hoptrace collect`` adds these up in ``/healthz``
+#: (``spans_dropped_by_senders``).
+SPANS_DROPPED = "hoptrace.spans_dropped"
 
 # What a model of the load reads (docs/analysis.md, section 10; tracer/_load.py).
 #: Server span: CPU time (user + system, every thread) the serving process spent from
