@@ -69,8 +69,9 @@ def instrument_fastapi(
         record_cpu: put the load attributes on the server span: the process's CPU
             time during the request and its cumulative CPU at the request's end
             (``hoptrace.process.cpu_ns``, ``hoptrace.process.cpu_total_ns``), its
-            instance, host and cores (``tracer/_load.py``). Call this before the app
-            serves its first request (it adds an ASGI middleware).
+            instance, host and cores (``tracer/_load.py``). It adds an ASGI
+            middleware, so only before the app serves its first request; after that,
+            a warning and spans without them.
         **kwargs: passed on to ``FastAPIInstrumentor.instrument_app`` (e.g.
             ``tracer_provider``, ``excluded_urls``); they win over hoptrace's defaults.
 
@@ -93,7 +94,10 @@ def instrument_fastapi(
     if record_cpu:
         from tracer._load import CpuMiddleware
 
-        app.add_middleware(CpuMiddleware)
+        try:
+            app.add_middleware(CpuMiddleware)
+        except RuntimeError:  # Starlette: the app already started; trace it without
+            _logger.warning("the app is already serving: its server spans carry no CPU")
     FastAPIInstrumentor.instrument_app(app, **options)
     return app
 

@@ -141,6 +141,14 @@ def test_server_span_has_no_cpu_attributes_when_switched_off():
     assert attrs.PROCESS_CPU_TOTAL_NS not in span.attributes
 
 
+def test_an_app_already_serving_is_instrumented_without_cpu(caplog):
+    app = _burning_app()
+    app.middleware_stack = app.build_middleware_stack()  # as the first request does
+    with capture_spans():
+        assert tracer.instrument_fastapi(app) is app
+    assert "its server spans carry no CPU" in caplog.text
+
+
 def test_process_cpus_is_the_affinity_bounded_by_the_cgroup_quota(tmp_path):
     affinity = float(len(os.sched_getaffinity(0)))
     proc = tmp_path / "cgroup"
