@@ -31,6 +31,7 @@ from tracer._errors import (
 if TYPE_CHECKING:
     from tracer._genai import genai_request, record_engine_latency, record_usage
     from tracer._instrument import instrument_fastapi, instrument_httpx
+    from tracer._load import record_pool
     from tracer._setup import dropped_spans, force_flush, is_configured, setup, shutdown
     from tracer._stage import mark_first_token, stage
 
@@ -48,6 +49,7 @@ _LAZY = {
     "is_configured": "tracer._setup",
     "mark_first_token": "tracer._stage",
     "record_engine_latency": "tracer._genai",
+    "record_pool": "tracer._load",
     "record_usage": "tracer._genai",
     "setup": "tracer._setup",
     "shutdown": "tracer._setup",
@@ -79,6 +81,7 @@ __all__ = [
     "is_configured",
     "mark_first_token",
     "record_engine_latency",
+    "record_pool",
     "record_usage",
     "setup",
     "shutdown",
