@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from tracer._errors import ConfigError
 
-__all__ = ["PROFILES", "Profile", "get_profile"]
+__all__ = ["PROFILES", "STAGE_FIELDS", "Profile", "get_profile"]
 
 
 @dataclass(frozen=True)
@@ -62,13 +62,48 @@ PROFILES = {
 }
 
 
+#: The profile fields each stage's time comes from (what ``NAME,STAGE=K`` divides by K).
+STAGE_FIELDS = {
+    "client": ("client_ms",),
+    "gateway": ("gateway_ms",),
+    "auth": ("auth_ms",),
+    "context": ("context_ms",),
+    "inference": ("prefill_ms", "per_token_ms"),
+    "inference.prefill": ("prefill_ms",),
+    "inference.decode": ("per_token_ms",),
+    "postprocess": ("postprocess_ms",),
+    "return": ("return_ms",),
+    "network": ("net_client_gateway_ms", "net_gateway_app_ms", "net_app_model_ms"),
+}
+
+
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``.
+    """The profile called ``name``, or ``NAME,STAGE=K,...``: that profile with each
+    STAGE K times faster (``lan,inference.prefill=10,auth=0.5``), to measure for real
+    what a what-if projects.
 
     Raises:
-        ConfigError: no such profile.
+        ConfigError: no such profile, stage or factor.
     """
+    base, *changes = [part.strip() for part in name.split(",")]
     try:
-        return PROFILES[name]
+        profile = PROFILES[base]
     except KeyError:
-        raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, got {name!r}") from None
+        raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, got {base!r}") from None
+    for change in changes:
+        stage, _, factor = change.partition("=")
+        try:
+            k = float(factor)
+        except ValueError:
+            k = 0.0
+        if stage not in STAGE_FIELDS or not 0 < k < float("inf"):
+            raise ConfigError(
+                f"a profile change must be STAGE=K with STAGE one of "
+                f"{', '.join(STAGE_FIELDS)} and K a positive number, got {change!r}"
+            )
+        profile = replace(
+            profile,
+            name=f"{profile.name},{stage}={factor}",
+            **{f: getattr(profile, f) / k for f in STAGE_FIELDS[stage]},
+        )
+    return profile

@@ -29,6 +29,7 @@ from tracer import attributes as attrs
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
 from tracer._host import host_cpu_busy_ns, host_cpus
+from tracer._load import set_process_cpu
 from tracer._sse import aiter_sse_data
 from tracer._sweep import DEFAULT_ATTAINMENT, Knee, SweepSlo, check_slo, find_knee, judge_slo
 from tracer.analysis.aggregate import Stats, stats
@@ -164,6 +165,7 @@ async def _one(
     """One request, bounded as a whole by ``timeout_s`` (not per read: a server that
     drips a token or a keep-alive comment cannot stretch it)."""
     with tracer.stage("client", span_name="bench request", **attributes) as span:
+        cpu_at_start = time.process_time_ns()
         exchange = _Exchange(span)
         try:
             await asyncio.wait_for(exchange.run(client, url, headers, body), timeout_s)
@@ -176,10 +178,12 @@ async def _one(
         except httpx.HTTPError as exc:
             exchange.fail("protocol", f"{type(exc).__name__}: {exc}")
         span.set_attribute(attrs.BENCH_STATUS, exchange.status)
+        # What a load model reads: this process's CPU (as a server span carries its
+        # own) and the host's, busy over all its cores.
+        set_process_cpu(span, cpu_at_start)
         busy = host_cpu_busy_ns()
         if busy is not None:
-            span.set_attribute(attrs.HOST_CPU_BUSY, busy)
-            span.set_attribute(attrs.HOST_CPUS, HOST_CPUS)
+            span.set_attributes({attrs.HOST_CPU_BUSY: busy, attrs.HOST_CPUS: HOST_CPUS})
     return exchange.sample()
 
 

@@ -180,8 +180,9 @@ def test_cli_whatif_report_and_check_stream_on_two_workers_with_the_old_output(
     traces = load([stragglers])
 
     done = hoptrace(
-        "whatif", src, "--stage", "inference", "--speedup", "10", "--format", "json", env=env
-    )
+        "whatif", src, "--stage", "inference", "--speedup", "10", "--format", "json",
+        "--model", "retime", env=env,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout) == orjson.loads(
         orjson.dumps(whatif_dict(what_if(traces, "inference", 10.0)))

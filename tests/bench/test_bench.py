@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from demo_app.chain import Chain
+from tracer._host import host_cpus
 from tracer.analysis import load
 
 # Boots real service processes on loopback ports: run with -m integration.
@@ -99,6 +100,12 @@ def test_bench_json_matches_the_traces_in_the_store(sweep, pooled):
         )
         # The lan profile's model: 15 ms per token, +-10% jitter.
         assert 12.0 < lv["itl_ms"]["p50"] < 25.0
+        # What a load model reads: the host's busy CPU, rising, and its cores.
+        busy = [
+            s.attributes["hoptrace.host.cpu_busy_ns"] for s in sorted(spans, key=lambda s: s.end_ns)
+        ]
+        assert busy == sorted(busy) and busy[-1] > busy[0]
+        assert {s.attributes["hoptrace.host.cpus"] for s in spans} == {host_cpus()}
 
 
 def test_knee_is_found_and_the_gateway_queue_named(sweep):

@@ -12,7 +12,7 @@ hidden can become critical.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,12 +26,13 @@ from tracer.analysis.breakdown import client_first_token, group_key
 from tracer.analysis.critical_path import trace_dependencies, ttft_view
 from tracer.analysis.dependencies import critical_times
 from tracer.analysis.dependencies import retime as retime_model
+from tracer.analysis.loadmodel import LoadWhatIf
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
-__all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if"]
+__all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
 
 #: The smallest speedup asked about: a stage 1000 times slower.
 MIN_SPEEDUP = 0.001
@@ -54,6 +55,11 @@ class WhatIf:
     messages: tuple[str, ...]
     ttft_before: Stats | None = None
     ttft_after: Stats | None = None
+    #: which model projected ``after``: ``retime`` (each trace on its own) or ``load``
+    #: (the run's load simulated: ``load`` holds its figures), and why
+    model: str = "retime"
+    model_reason: str = ""
+    load: LoadWhatIf | None = None
 
     @property
     def ttft_realized_p50(self) -> float | None:
@@ -240,6 +246,25 @@ def _shares(groups: dict[str, float], total: float) -> tuple[tuple[str, float], 
     rows = [(name, float(v / total)) for name, v in groups.items()]
     rows.sort(key=lambda r: (-r[1], r[0]))
     return tuple(rows)
+
+
+def with_load(w: WhatIf, projected: LoadWhatIf, reason: str) -> WhatIf:
+    """``w`` with its end-to-end and TTFT figures after the change from the load model."""
+    realized = {
+        key: (getattr(w.before, key) / getattr(projected.after, key))
+        if getattr(projected.after, key) > 0
+        else float("inf")
+        for key in ("mean", "p50", "p90", "p99")
+    }
+    return replace(
+        w,
+        after=projected.after,
+        realized=realized,
+        ttft_after=projected.ttft_after if projected.ttft_after is not None else w.ttft_after,
+        model="load",
+        model_reason=reason,
+        load=projected,
+    )
 
 
 def ideal_speedup(stage_share: float, speedup: float) -> float:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tracer._errors import ConfigError
+from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "stage_map_of",
     "store_option",
     "trace_links",
+    "under_load",
 ]
 
 FORMATS = ("table", "json", "markdown", "html")
@@ -338,3 +339,56 @@ def render_as(
         emit(render.to_html(report()), output)
     else:
         emit(render.to_table(sections()), output)
+
+
+def under_load(
+    result: Any,
+    sources: tuple[str, ...],
+    selection: Selection,
+    smap: Any,
+    model: str,
+    capacity: dict[str, float],
+    cores: float | None,
+    cpu_ms: float | None,
+) -> Any:
+    """The what-if through the load model (``docs/whatif.md``) when ``model`` is
+    ``load``, or ``auto`` and the run carries load; says which on stderr."""
+    from tracer.analysis.loadmodel import MAX_REQUESTS, load_run, project_load
+    from tracer.analysis.whatif import replace, with_load
+
+    try:
+        if result.traces > MAX_REQUESTS:
+            raise ConfigError(
+                f"the load model replays one run, and {result.traces:,} traces are more than "
+                f"{MAX_REQUESTS:,}: pick one run with --run"
+            )
+        with busy(sources, "reading the run's traces for the load model") as notices:
+            traces = selection.load(sources, notices)
+        run = load_run(traces, smap, capacity=capacity, cores=cores, cpu_ms_per_request=cpu_ms)
+    except HoptraceError as exc:
+        if model == "load":
+            raise
+        reason = f"each trace retimed on its own ({exc})"
+        click.echo(f"model: retime, {reason}", err=True)
+        return replace(result, model_reason=reason)
+    if model == "auto" and not run.loaded:
+        reason = (
+            f"each trace retimed on its own: {run.in_flight:.1f} requests in flight on "
+            "average and no queue waits, so the load does not change with the speed"
+        )
+        click.echo(f"model: retime, {reason}", err=True)
+        return replace(result, model_reason=reason)
+    with busy(sources, "simulating the run's load before and after"):
+        projected = project_load(run, result.stage, result.speedup)
+    reason = (
+        f"the run's load simulated: {projected.arrivals}, {run.in_flight:.1f} requests "
+        f"in flight on average"
+        + (f", {run.cores:g} cores shared" if run.cores else "")
+        + (f", pools {_pools(run.pools)}" if run.pools else "")
+    )
+    click.echo(f"model: load, {reason}", err=True)
+    return with_load(result, projected, reason)
+
+
+def _pools(pools: dict[str, int]) -> str:
+    return ", ".join(f"{name} {size}" for name, size in sorted(pools.items()))

@@ -23,6 +23,7 @@ from tracer.cli._common import (
     split_option,
     stage_map_of,
     trace_links,
+    under_load,
 )
 
 __all__ = ["COMMANDS"]
@@ -228,13 +229,31 @@ def analyze(
 @click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
 @click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
 @click.option(
+    "--model",
+    "model",
+    type=click.Choice(["auto", "retime", "load"]),
+    default="auto",
+    show_default=True,
+    help="retime: each trace on its own, as if nothing else ran; load: the run's load "
+    "simulated (queues, shared CPU); auto: load when the requests overlapped or waited.",
+)
+@click.option(
     "--capacity",
     "capacities",
     multiple=True,
     metavar="NAME=N[,NAME=N]|FILE",
-    hidden=True,  # read and checked; shown once the projection under load uses it
-    help="Capacities the traces do not carry: pool slots or service cores "
+    help="Pool sizes the traces do not carry, for --model load "
     "(gateway=8, or a TOML file with a [capacity] table).",
+)
+@click.option(
+    "--cores",
+    type=click.FloatRange(min=0, min_open=True),
+    help="For --model load: the cores the chain shares [default: from the bench's traces].",
+)
+@click.option(
+    "--cpu-per-request-ms",
+    type=click.FloatRange(min=0, min_open=True),
+    help="For --model load: host CPU per request [default: from the bench's traces].",
 )
 @split_option
 @format_option
@@ -243,7 +262,10 @@ def whatif(
     sources: tuple[str, ...],
     stage: str,
     speedup: float,
+    model: str,
     capacities: tuple[str, ...],
+    cores: float | None,
+    cpu_per_request_ms: float | None,
     split_by: str | None,
     fmt: str,
     output: str | None,
@@ -259,7 +281,7 @@ def whatif(
     from tracer.analysis.capacity import parse_capacities
     from tracer.analysis.whatif import Projection
 
-    parse_capacities(capacities)  # a bad --capacity fails before any trace is read
+    capacity = parse_capacities(capacities)  # a bad one fails before any trace is read
     smap = selection.stage_map()
     projection = Projection(stage, speedup)
     # Every trace is projected as it is attributed (no spans kept); the analysis by
@@ -296,6 +318,10 @@ def whatif(
             ),
         )
         return
+    if model != "retime":
+        result = under_load(
+            result, sources, selection, smap, model, capacity.as_dict(), cores, cpu_per_request_ms
+        )
     render_as(
         fmt,
         output,

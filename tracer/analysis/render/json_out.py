@@ -113,6 +113,30 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
         "ttft_before_ms": stats_dict(w.ttft_before, keys),
         "ttft_after_ms": stats_dict(w.ttft_after, keys),
         "warnings": {"skipped_traces": w.skipped_traces, "messages": list(w.messages)},
+        "model": w.model,
+        "model_reason": w.model_reason,
+        **(_load_dict(w) if w.load is not None else {}),
+    }
+
+
+def _load_dict(w: WhatIf) -> dict[str, Any]:
+    """What the load model adds to the what-if's JSON."""
+    load = w.load
+    assert load is not None
+    keys = ("mean", "p50", "p90", "p99")
+    return {
+        "arrivals": load.arrivals,
+        "throughput_per_s": {
+            "before": number(load.throughput_before_per_s),
+            "after": number(load.throughput_after_per_s),
+        },
+        "bottleneck": {
+            "resource": load.bottleneck,
+            "utilization": number(load.utilization_after.get(load.bottleneck, 0.0)),
+        },
+        "utilization_after": {k: number(v) for k, v in load.utilization_after.items()},
+        "simulated_before_ms": stats_dict(load.simulated_before, keys),
+        "load_notes": list(load.notes),
     }
 
 

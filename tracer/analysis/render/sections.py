@@ -212,6 +212,14 @@ def whatif_sections(w: WhatIf) -> list[Section]:
                 [label, fmt_ms(st.mean), fmt_ms(st.p50), fmt_ms(st.p90), fmt_ms(st.p99)]
             )
     head.notes.append(whatif_headline(w))
+    if w.load is not None:
+        lw = w.load
+        head.notes.append(
+            f"under load ({lw.arrivals}): {lw.throughput_before_per_s:.1f} -> "
+            f"{lw.throughput_after_per_s:.1f} requests/s; busiest after: {lw.bottleneck} "
+            f"at {lw.utilization_after.get(lw.bottleneck, 0.0) * 100:.0f}%"
+        )
+        head.notes.extend(lw.notes)
     head.notes.append(
         f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's bound for "
         f"{w.speedup:g}x on it is {ideal_speedup(w.stage_share, w.speedup):.2f}x"

@@ -1,0 +1,132 @@
+"""The what-if under load on runs whose answer is known: a closed loop through a
+saturated engine pool drains its queue when the engine is faster; the CLI says which
+model it used and why."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from tests.helpers import hoptrace
+from tracer import attributes as attrs
+from tracer.analysis import TraceSet
+from tracer.analysis.loadmodel import load_run, project_load
+from tracer.analysis.synthetic import to_otlp_json
+from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
+
+T0 = 1_760_000_000_000_000_000
+MS = 1_000_000
+
+
+def _pool_run(n: int = 48, clients: int = 8, gap_ms: float = 50.0) -> list[list[Span]]:
+    """A bench run of ``clients`` clients through an engine of 2 slots held 100 ms:
+    20 requests/s, each waiting 300 ms in the queue (a closed loop at saturation)."""
+    traces = []
+    for i in range(n):
+        tid = f"{i + 1:032x}"
+        start = T0 + int(i * gap_ms * MS)
+        end = start + 400 * MS
+        root = Span(
+            tid, f"{2 * i + 1:016x}", None, "bench", "bench request", KIND_INTERNAL,
+            start, end, "client", 0, start + 325 * MS,
+            {attrs.BENCH_CONCURRENCY: clients, attrs.RUN: "bench-x-c8"},
+        )  # fmt: skip
+        engine = Span(
+            tid, f"{2 * i + 2:016x}", root.span_id, "model", "llm_request", KIND_SERVER,
+            start, end, None, 0, None,
+            {
+                attrs.GEN_AI_LATENCY_QUEUE: 0.3,
+                attrs.GEN_AI_LATENCY_PREFILL: 0.02,
+                attrs.GEN_AI_LATENCY_DECODE: 0.08,
+                attrs.GEN_AI_LATENCY_TTFT: 0.32,
+                attrs.POOL_NAME: "engine",
+                attrs.POOL_SIZE: 2,
+            },
+        )  # fmt: skip
+        traces.append([root, engine])
+    return traces
+
+
+def _traceset(traces: list[list[Span]]) -> TraceSet:
+    out = TraceSet()
+    for spans in traces:
+        out.add(spans)
+    return out
+
+
+def test_a_faster_engine_drains_the_queue_its_slots_made():
+    run = load_run(_traceset(_pool_run()))
+    assert run.clients == 8 and run.pools == {"engine": 2} and run.loaded
+    # Decode 10x faster: the slots are held 28 ms, not 100; 2 slots answer 71.4/s, so
+    # 8 clients see 8 / 71.4 = 112 ms. Retiming each trace alone keeps the 300 ms wait.
+    projected = project_load(run, "inference.decode", 10.0)
+    assert projected.before.p50 == pytest.approx(400.0)
+    assert projected.simulated_before.mean == pytest.approx(400.0, rel=0.01)
+    assert projected.after.p50 == pytest.approx(112.0, rel=0.02)
+    assert projected.throughput_after_per_s == pytest.approx(71.4, rel=0.03)
+    assert projected.bottleneck == "engine"
+    assert projected.ttft_before is not None and projected.ttft_after is not None
+    # The first token waits for a slot too: 112 - 28 = 84 ms after, then 20 ms of
+    # prefill and 0.5 of the 5 ms of decode before the client's mark.
+    assert projected.ttft_before.p50 == pytest.approx(325.0)
+    assert projected.ttft_after.p50 == pytest.approx(104.5, rel=0.02)
+    assert any("CPU contention is not modelled" in note for note in projected.notes)
+
+
+def test_a_pool_of_unknown_size_keeps_its_waits_and_says_so():
+    traces = _pool_run()
+    for spans in traces:
+        del spans[1].attributes[attrs.POOL_SIZE]
+    run = load_run(_traceset(traces))
+    assert run.pools == {} and run.unsized == ("engine",)
+    projected = project_load(run, "inference.decode", 10.0)
+    assert projected.after.p50 == pytest.approx(400.0 - 72.0, rel=0.01)
+    assert any("--capacity engine=N" in note for note in projected.notes)
+    # Given the size, it drains again.
+    sized = load_run(_traceset(traces), capacity={"engine": 2})
+    assert project_load(sized, "inference.decode", 10.0).after.p50 == pytest.approx(112, rel=0.02)
+
+
+@pytest.fixture
+def files(tmp_path):
+    loaded = tmp_path / "loaded.jsonl"
+    loaded.write_bytes(b"\n".join(orjson.dumps(to_otlp_json(t)) for t in _pool_run()))
+    # One request at a time, none waiting: nothing for a load model to change.
+    idle = _pool_run(clients=1, gap_ms=500.0)
+    for spans in idle:
+        for key in (attrs.GEN_AI_LATENCY_QUEUE, attrs.POOL_SIZE, attrs.POOL_NAME):
+            spans[1].attributes.pop(key)
+        spans[1].attributes[attrs.GEN_AI_LATENCY_TTFT] = 0.02
+    quiet = tmp_path / "idle.jsonl"
+    quiet.write_bytes(b"\n".join(orjson.dumps(to_otlp_json(t)) for t in idle))
+    few = tmp_path / "few.jsonl"
+    few.write_bytes(b"\n".join(orjson.dumps(to_otlp_json(t)) for t in _pool_run(n=5)))
+    return loaded, quiet, few
+
+
+def test_whatif_picks_the_load_model_for_a_loaded_run_and_says_why(files):
+    loaded, _, _ = files
+    args = ("--stage", "inference.decode", "--speedup", "10", "--format", "json")
+    proc = hoptrace("whatif", str(loaded), *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "model: load, the run's load simulated: a closed loop of 8 clients" in proc.stderr
+    out = orjson.loads(proc.stdout)
+    assert out["model"] == "load" and out["bottleneck"]["resource"] == "engine"
+    assert out["after_ms"]["p50"] == pytest.approx(112, rel=0.02)
+    assert out["throughput_per_s"]["after"] == pytest.approx(71.4, rel=0.03)
+    retimed = orjson.loads(hoptrace("whatif", str(loaded), *args, "--model", "retime").stdout)
+    assert retimed["model"] == "retime"
+    assert retimed["after_ms"]["p50"] == pytest.approx(328.0)
+
+
+def test_whatif_retimes_a_run_without_load_and_refuses_a_load_model_of_too_few(files):
+    _, quiet, few = files
+    args = ("--stage", "inference.decode", "--speedup", "10", "--format", "json")
+    proc = hoptrace("whatif", str(quiet), *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "model: retime, each trace retimed on its own: 0.8 requests in flight" in proc.stderr
+    assert orjson.loads(proc.stdout)["model"] == "retime"
+    refused = hoptrace("whatif", str(few), *args, "--model", "load")
+    assert refused.returncode != 0
+    assert refused.stderr.strip().count("\n") == 0
+    assert "needs at least 20 traces of one run, got 5" in refused.stderr

@@ -1,0 +1,88 @@
+"""The load simulation on systems whose answer is known: an M/M/c queue, closed loops
+with one saturated station, and processor sharing below capacity."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+
+import pytest
+
+from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, MARK, RELEASE, Step, simulate
+
+MS = 1e6
+
+
+def _erlang_c_response_s(arrival: float, service_s: float, servers: int) -> float:
+    a = arrival * service_s
+    rho = a / servers
+    below = sum(a**k / math.factorial(k) for k in range(servers))
+    top = a**servers / math.factorial(servers) / (1 - rho)
+    waiting = top / (below + top)
+    return waiting / (servers / service_s - arrival) + service_s
+
+
+def test_an_mmc_queue_waits_as_erlang_c_says():
+    rng = random.Random(7)
+    templates = [
+        [
+            Step(ACQUIRE, pool="p"),
+            Step(DELAY, rng.expovariate(1 / (0.3e9))),
+            Step(RELEASE, pool="p"),
+        ]
+        for _ in range(20_000)
+    ]
+    got = simulate(
+        templates, cores=1, pools={"p": 3}, arrival_per_s=8.0, requests=30_000, warmup=2_000
+    )
+    expected = _erlang_c_response_s(8.0, 0.3, 3)  # rho 0.8: 0.624 s
+    assert statistics.mean(got.e2e_ns) / 1e9 == pytest.approx(expected, rel=0.04)
+    assert got.utilization["p"] == pytest.approx(0.8, abs=0.02)
+    assert got.throughput_per_s == pytest.approx(8.0, rel=0.03)
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_a_closed_loop_on_a_saturated_cpu_runs_at_the_cpus_capacity(cores):
+    # 5 clients, 10 ms of CPU each: X = cores / 10 ms, R = N x 10 ms / cores (Little).
+    got = simulate([[Step(CPU, 10 * MS)]], cores=cores, clients=5, requests=1000, warmup=50)
+    assert got.throughput_per_s == pytest.approx(100.0 * cores)
+    assert statistics.mean(got.e2e_ns) / MS == pytest.approx(50.0 / cores)
+    assert got.utilization["cpu"] == pytest.approx(1.0)
+
+
+def test_a_closed_loop_through_a_saturated_pool_queues_for_it():
+    # 16 clients, 4 slots held 100 ms, 20 ms outside: X = 40/s, R = 16/40 s = 400 ms.
+    steps = [Step(DELAY, 20 * MS), Step(ACQUIRE, pool="gw"), Step(DELAY, 100 * MS)]
+    steps.append(Step(RELEASE, pool="gw"))
+    got = simulate([steps], cores=2, pools={"gw": 4}, clients=16, requests=800, warmup=64)
+    assert got.throughput_per_s == pytest.approx(40.0, rel=0.01)
+    assert statistics.mean(got.e2e_ns) / MS == pytest.approx(400.0, rel=0.01)
+    assert got.utilization["gw"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_below_capacity_a_burst_gets_a_whole_core_and_the_mark_is_kept():
+    steps = [Step(DELAY, 5 * MS), Step(MARK), Step(CPU, 3 * MS), Step(DELAY, 2 * MS)]
+    got = simulate([steps], cores=2, clients=2, requests=100, warmup=10)
+    assert got.e2e_ns == pytest.approx((10 * MS,) * 100)
+    assert got.ttft_ns == pytest.approx((5 * MS,) * 100)
+
+
+def test_processor_sharing_slows_every_burst_when_more_run_than_cores():
+    # 4 clients on 2 cores, 10 ms of CPU each, all at once: each gets half a core.
+    got = simulate([[Step(CPU, 10 * MS)]], cores=2, clients=4, requests=4, warmup=0)
+    assert got.e2e_ns == pytest.approx((20 * MS,) * 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"cores": 1}, "exactly one of clients"),
+        ({"cores": 1, "clients": 1, "arrival_per_s": 1.0}, "exactly one of clients"),
+        ({"cores": 0, "clients": 1}, "cores must be positive"),
+        ({"cores": 1, "clients": 1, "pools": {"p": 0}}, "at least one slot"),
+    ],
+)
+def test_bad_settings_are_refused_with_the_reason(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        simulate([[Step(DELAY, 1.0)]], **kwargs)
