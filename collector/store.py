@@ -26,6 +26,7 @@ from pathlib import Path
 import orjson
 
 from tracer._errors import SourceError
+from tracer.spans._numbers import checked, needs_check
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["SpanStore", "default_store_path", "is_store_file", "span_row"]
@@ -385,7 +386,7 @@ def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
     if not isinstance(attributes, dict):
         tally.skip("store rows whose attributes are not a JSON object were skipped")
         return None
-    return Span(
+    span = Span(
         trace_id=row[0],
         span_id=row[1],
         parent_id=row[2],
@@ -399,3 +400,4 @@ def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
         first_token_ns=row[10],
         attributes=attributes,
     )
+    return span if not needs_check(span) else checked(span, tally)
