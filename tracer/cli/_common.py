@@ -16,6 +16,7 @@ import click
 
 from tracer._errors import ConfigError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
+from tracer._terminal import printable
 
 __all__ = [
     "FORMATS",
@@ -220,9 +221,9 @@ class _Notices:
 
     def found(self, message: str) -> None:
         if self._console is None:
-            click.echo(f"hoptrace: {message}", err=True)
+            click.echo(f"hoptrace: {printable(message)}", err=True)
         else:
-            self._console.print(f"hoptrace: {message}", markup=False, highlight=False)
+            self._console.print(f"hoptrace: {printable(message)}", markup=False, highlight=False)
 
     def fetched(self, done: int, total: int) -> None:
         if self._status is not None:
