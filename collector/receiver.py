@@ -83,7 +83,8 @@ class OtlpReceiver:
     Args:
         store: where spans go.
         max_body_bytes: the largest body accepted, before and after gzip (413 past it).
-        token: when set, requests must carry ``Authorization: Bearer <token>`` (401).
+        token: when set, requests must carry ``Authorization: Bearer <token>`` (401);
+            an empty token is an error (it would turn authentication off).
         keep_content: store prompt and completion attributes too (by default they are
             dropped before the span is stored; see :func:`tracer.attributes.is_content_key`).
         max_memory: the most the requests in flight may hold, in bytes or as a size
@@ -91,8 +92,9 @@ class OtlpReceiver:
             ``$HOPTRACE_MAX_MEMORY``, else 256 MiB (see :mod:`collector.memory`).
 
     Raises:
-        ValueError: ``max_body_bytes`` is not positive, or ``max_memory`` cannot hold
-            one request of ``max_body_bytes`` (:class:`ConfigError`, a ValueError).
+        ValueError: ``max_body_bytes`` is not positive, ``token`` is empty, or
+            ``max_memory`` cannot hold one request of ``max_body_bytes``
+            (:class:`ConfigError`, a ValueError).
     """
 
     def __init__(
@@ -106,6 +108,11 @@ class OtlpReceiver:
     ):
         if max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
+        if token is not None and not token.strip():
+            raise ConfigError(
+                "the collector token is empty, which would turn authentication off; give a "
+                "token, or leave it unset to run without one"
+            )
         limit = resolve_max_memory(max_memory)
         need = request_cost(max_body_bytes, "json")
         if limit < need:
@@ -189,10 +196,13 @@ class OtlpReceiver:
                 pass
 
     def health(self) -> dict[str, Any]:
-        """What /healthz answers: counts, and the memory held by requests in flight."""
+        """What /healthz answers: counts, and the memory held by requests in flight.
+
+        Anyone who reaches the port may ask (no token), so it names no path or setting
+        beyond these counts and limits."""
         return {
             "status": "stopping" if self._closing else "ok",
-            "store": str(self.store.path),
+            "auth": self._token is not None,
             "spans_stored": self.spans_stored,
             "spans_rejected": self.spans_rejected,
             "requests_rejected": self.requests_rejected,
