@@ -67,3 +67,13 @@ def test_an_error_line_shows_control_characters_as_escapes(tmp_path: Path):
     assert result.returncode == 2
     assert "red\\x1b[31m\\x07" in result.stderr
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
+
+
+def test_a_trace_id_that_is_not_hex_is_percent_encoded_in_the_jaeger_link():
+    from tracer.analysis.render.links import trace_url
+
+    odd = "../../api/x?y=1#zzzzzzzzzzzzzzzzz"[:32]
+    url = trace_url("http://jaeger:16686/", odd)
+    assert url == "http://jaeger:16686/trace/..%2F..%2Fapi%2Fx%3Fy%3D1%23" + "z" * 16
+    assert url.count("/") == 4  # one path segment for the id
+    assert trace_url("http://j", "ab" * 16) == "http://j/trace/" + "ab" * 16

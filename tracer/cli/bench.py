@@ -264,6 +264,15 @@ def bench(
         lambda: render.bench_sections(result),
         report,
     )
+    if not any(level.ok for level in result.levels):
+        # The table above shows the failures; the exit status tells a script.
+        failures = sorted({s.status for level in result.levels for s in level.samples})
+        click.echo(
+            "hoptrace: error: no measured request succeeded "
+            f"({', '.join(failures) or 'no requests'}); see the errors above",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 COMMANDS = (bench,)

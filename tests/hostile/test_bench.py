@@ -1,0 +1,45 @@
+"""``bench`` against servers that fail or never stop talking: a counted error for each
+request, memory bounded, and a non-zero exit when nothing succeeded."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import free_port
+from tests.helpers import hoptrace
+from tests.hostile.servers import serving
+
+
+def _env() -> dict[str, str]:
+    # No OTLP receiver: the bench runs untraced whatever listens on 4318 here.
+    return {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{free_port()}"}
+
+
+async def _always_500(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 500, "headers": []})
+    await send({"type": "http.response.body", "body": b"no"})
+
+
+@pytest.fixture
+def failing() -> Iterator[str]:
+    with serving(_always_500) as url:
+        yield url + "/v1"
+
+
+@pytest.mark.parametrize("stream", ["--stream", "--no-stream"])
+def test_bench_exits_non_zero_when_no_request_succeeded(failing: str, stream: str):
+    result = hoptrace(
+        "bench", failing, "--concurrency", "1", "--requests", "2", "--warmup", "0",
+        "--timeout", "5", stream, env=_env(), timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "no measured request succeeded (500)" in result.stderr
+    assert "Traceback" not in result.stderr
