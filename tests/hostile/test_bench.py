@@ -3,6 +3,7 @@ request, memory bounded, and a non-zero exit when nothing succeeded."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.helpers import hoptrace
+from tests.hostile.endless import endless, hoptrace_peak
 from tests.hostile.servers import serving
 
 
@@ -43,3 +45,28 @@ def test_bench_exits_non_zero_when_no_request_succeeded(failing: str, stream: st
     assert result.returncode == 1, result.stderr
     assert "no measured request succeeded (500)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+#: Generous: a bench run holds about 60 MiB of code and libraries before its first
+#: request; the answers here are 400 MiB after decompression.
+PEAK_MIB = 150
+
+
+@pytest.mark.parametrize(
+    ("kind", "stream"),
+    [("sse_line", "--stream"), ("error_body", "--stream"), ("error_body", "--no-stream"),
+     ("json", "--no-stream"), ("gzip", "--no-stream"), ("gzip_sse", "--stream")],
+)  # fmt: skip
+def test_bench_against_an_endless_answer_counts_an_error_in_bounded_memory(kind, stream):
+    with serving(endless(kind)) as url:
+        result, peak_mib = hoptrace_peak(
+            "bench", url + "/v1", "--concurrency", "1", "--requests", "1", "--warmup", "0",
+            "--timeout", "20", "--max-answer-bytes", "4MiB", stream, "--format", "json",
+            env=_env(), timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 1, result.stderr  # nothing succeeded
+    errors = json.loads(result.stdout)["levels"][0]["errors"]
+    expected = "500" if kind == "error_body" else "too_large"
+    assert errors == {expected: 1}, result.stdout
+    assert peak_mib < PEAK_MIB, f"peak {peak_mib:.0f} MiB"
+    print(f"bench against {kind} {stream}: peak {peak_mib:.0f} MiB")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,7 @@ class Selection:
     query: str | None = None
     engine: str = "local"
     scheduler: str | None = None
+    max_answer_bytes: str | None = None
 
     def load(self, sources: tuple[str, ...], listener: Any = None) -> Any:
         """The selected traces of ``sources`` as a TraceSet; ``listener`` (from
@@ -106,6 +108,7 @@ class Selection:
             backend=self.backend,
             query=self.query,
             listener=listener if listener is not None else _Notices(),
+            max_answer_bytes=self.max_answer_bytes,
         )
 
     def stage_map(self) -> Any:
@@ -129,10 +132,16 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         query: str | None,
         engine: str,
         scheduler: str | None,
+        max_answer_bytes: str | None,
         **kwargs: Any,
     ) -> Any:
         if scheduler is not None and engine != "dask":
             raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
+        if max_answer_bytes is not None:
+            from tracer._answers import ANSWER_BYTES_ENV, source_answer_limit
+
+            # For every client this command makes, in this process and in its workers.
+            os.environ[ANSWER_BYTES_ENV] = str(source_answer_limit(max_answer_bytes))
         selection = Selection(
             service,
             operation,
@@ -144,6 +153,7 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
             query=query,
             engine=engine,
             scheduler=scheduler,
+            max_answer_bytes=max_answer_bytes,
         )
         return func(*args, selection=selection, **kwargs)
 
@@ -177,6 +187,13 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 default="auto",
                 show_default=True,
                 help="What a URL source is; auto asks it.",
+            ),
+            click.option(
+                "--max-answer-bytes",
+                metavar="SIZE",
+                envvar="HOPTRACE_MAX_ANSWER_BYTES",
+                help="Largest answer read from a Jaeger or Tempo URL, after decompression "
+                "(e.g. 64MiB) [default: 256MiB; env: HOPTRACE_MAX_ANSWER_BYTES].",
             ),
             click.option(
                 "--query",

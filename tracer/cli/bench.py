@@ -140,6 +140,14 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
 @click.option(
+    "--max-answer-bytes",
+    default="16MiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Largest answer read per request, after decompression; past it the request "
+    "fails as too_large.",
+)
+@click.option(
     "--traces",
     "traces_source",
     help="Where the server's spans land (span store, Jaeger or Tempo URL), to name the "
@@ -163,6 +171,7 @@ def bench(
     model: str,
     stream: bool,
     timeout: float,
+    max_answer_bytes: str,
     traces_source: str | None,
     traces_wait: float,
     fmt: str,
@@ -180,12 +189,16 @@ def bench(
 
     import tracer
     from collector import default_store_path
+    from collector.memory import parse_size
     from tracer._setup import prefer_prompt_export
     from tracer.analysis import analyze, exemplar_waterfalls, render
     from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench, warmup_requests
 
     levels = _levels(concurrency)
     check_arguments(url, levels, requests, warmup, max_tokens, timeout)
+    answer_limit = parse_size(max_answer_bytes, "--max-answer-bytes")
+    if answer_limit <= 0:
+        raise ConfigError(f"--max-answer-bytes must be positive, got {max_answer_bytes!r}")
     err = Console(stderr=True)
     notes: list[str] = []
     ours = False
@@ -222,6 +235,7 @@ def bench(
                 model=model,
                 stream=stream,
                 timeout_s=timeout,
+                max_answer_bytes=answer_limit,
                 progress=lambda label, n: progress.update(task, advance=n, description=label),
             )
     finally:
