@@ -263,7 +263,7 @@ def _proto_units(body: bytes, rejections: Rejections) -> tuple[_ProtoUnits, int]
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
-        if "MaxDepth" not in str(exc):
+        if _part_problem(exc) is None:
             raise RequestError(400, f"body is not a valid OTLP protobuf message ({exc})") from exc
         request, total = _salvage(body, rejections)
     else:
@@ -273,11 +273,26 @@ def _proto_units(body: bytes, rejections: Rejections) -> tuple[_ProtoUnits, int]
     return _ProtoUnits(request), total
 
 
+def _part_problem(exc: DecodeError) -> str | None:
+    """What a parse error says of one part (a span, a resource), when reading the parts
+    alone can keep the others: nesting past the parser's depth, a string that is not
+    UTF-8. None: the bytes are broken as a whole."""
+    text = str(exc)
+    if "MaxDepth" in text:
+        return f"nests deeper than {MAX_VALUE_DEPTH} levels"
+    if "UTF-8" in text:
+        return "holds a string that is not valid UTF-8"
+    return None
+
+
 def _salvage(body: bytes, rejections: Rejections) -> tuple[ExportTraceServiceRequest, int]:
     """The request rebuilt from the parts the protobuf parser can read one at a time.
 
     The parser stops at a nesting depth counted from the request; read alone, a span
-    gets the levels above it back, and one nested deeper still is rejected alone.
+    gets the levels above it back, and one nested deeper still is rejected alone. A
+    string that is not UTF-8 (proto3 ``string`` fields must be) makes the parser refuse
+    the whole request; read alone, it costs only the span (or the resource's or
+    scope's spans) that holds it.
     """
     out = ExportTraceServiceRequest()
     total = 0
@@ -288,31 +303,31 @@ def _salvage(body: bytes, rejections: Rejections) -> tuple[ExportTraceServiceReq
             n_spans = sum(len(spans) for _, spans in parts)
             total += n_spans
             rs = out.resource_spans.add()
-            if not _merge(rs, rs_rest):
-                rejections.add(
-                    f"its resource nests deeper than {MAX_VALUE_DEPTH} levels", None, n_spans
-                )
+            problem = _merge(rs, rs_rest)
+            if problem is not None:
+                rejections.add(f"its resource {problem}", None, n_spans)
                 del out.resource_spans[-1]
                 continue
             for ss_rest, spans in parts:
                 ss = rs.scope_spans.add()
-                if not _merge(ss, ss_rest):
-                    rejections.add(
-                        f"its scope nests deeper than {MAX_VALUE_DEPTH} levels", None, len(spans)
-                    )
+                problem = _merge(ss, ss_rest)
+                if problem is not None:
+                    rejections.add(f"its scope {problem}", None, len(spans))
                     del rs.scope_spans[-1]
                     continue
                 for raw in spans:
-                    if not _merge(ss.spans.add(), raw):
-                        rejections.add(_TOO_DEEP)
+                    problem = _merge(ss.spans.add(), raw)
+                    if problem is not None:
+                        rejections.add(_TOO_DEEP if "deeper" in problem else f"the span {problem}")
                         del ss.spans[-1]
     except WireError as exc:
         raise RequestError(400, f"body is not a valid OTLP protobuf message ({exc})") from exc
     return out, total
 
 
-def _merge(message: Any, data: bytes) -> bool:
-    """Parse ``data`` into ``message``; False when it nests too deep to parse.
+def _merge(message: Any, data: bytes) -> str | None:
+    """Parse ``data`` into ``message``; what is wrong with it when it cannot be read
+    alone (:func:`_part_problem`), else None.
 
     Raises:
         WireError: ``data`` is broken in another way.
@@ -320,7 +335,8 @@ def _merge(message: Any, data: bytes) -> bool:
     try:
         message.MergeFromString(data)
     except DecodeError as exc:
-        if "MaxDepth" not in str(exc):
+        problem = _part_problem(exc)
+        if problem is None:
             raise WireError(str(exc)) from exc
-        return False
-    return True
+        return problem
+    return None
