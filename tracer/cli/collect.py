@@ -58,6 +58,20 @@ def is_loopback(host: str) -> bool:
     "[env: HOPTRACE_MAX_MEMORY].",
 )
 @click.option(
+    "--body-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds a request body may take before --min-body-rate applies.",
+)
+@click.option(
+    "--min-body-rate",
+    default="32KiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Bytes a second a body must average after --body-timeout; slower: 408.",
+)
+@click.option(
     "--keep-content",
     is_flag=True,
     default=False,
@@ -72,6 +86,8 @@ def collect(
     max_body_bytes: int,
     token: str | None,
     max_memory: str | None,
+    body_timeout: float,
+    min_body_rate: str,
     keep_content: bool,
 ) -> None:
     """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store.
@@ -80,7 +96,7 @@ def collect(
     or refused with 503 so the exporter sends it again) and the store is closed.
     """
     from collector import default_store_path, serve
-    from collector.memory import MiB, resolve_max_memory
+    from collector.memory import MiB, parse_size, resolve_max_memory
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port!r}")
@@ -101,6 +117,9 @@ def collect(
     if max_body_bytes <= 0:
         raise ConfigError(f"--max-body-bytes must be positive, got {max_body_bytes!r}")
     limit = resolve_max_memory(max_memory)
+    rate = parse_size(min_body_rate, "--min-body-rate")
+    if not body_timeout > 0 or rate <= 0:
+        raise ConfigError("--body-timeout and --min-body-rate must be positive")
     path = Path(store) if store else default_store_path()
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
     auth = (
@@ -113,7 +132,8 @@ def collect(
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
         f"  authentication: {auth}\n"
         f"  prompt and completion attributes: {content}\n"
-        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory)\n"
+        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory); a body "
+        f"slower than {rate} bytes/s after {body_timeout:g} s gets 408\n"
         "  Ctrl-C or SIGTERM to stop",
         err=True,
     )
@@ -125,6 +145,8 @@ def collect(
         token=token,
         keep_content=keep_content,
         max_memory=limit,
+        body_timeout_s=body_timeout,
+        min_body_rate=rate,
     )
     click.echo(
         f"hoptrace collector: stopped; {final['spans_stored']} spans stored, "
