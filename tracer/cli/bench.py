@@ -240,7 +240,7 @@ def bench(
             )
     finally:
         if ours:
-            tracer.force_flush()
+            tracer.force_flush(2_000)  # bounded: the collector may have gone mid-run
     result.notes.extend(notes)
     source = traces_source
     if source is None and ours and default_store_path().exists():
