@@ -77,21 +77,18 @@ def endless(kind: str) -> Any:
 
 
 _PEAK = """
-import atexit, resource, sys
+import resource, subprocess, sys
 out = sys.argv.pop(1)
-def report():
-    with open(out, "w") as fh:
-        fh.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))
-atexit.register(report)
-from tracer.cli import main
-sys.argv[0] = "hoptrace"
-main()
+done = subprocess.run([sys.executable, "-m", "tracer.cli", *sys.argv[1:]])
+with open(out, "w") as fh:
+    fh.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(done.returncode)
 """
 
 
 def hoptrace_peak(*args: str, timeout: float = 120, **kwargs: Any) -> tuple[Any, float]:
     """Run ``hoptrace ARGS`` in a child process: (the completed process, its peak
-    resident memory in MiB)."""
+    resident memory in MiB, as a parent of its own sees it)."""
     fd, report = tempfile.mkstemp(suffix=".peak")
     os.close(fd)
     try:

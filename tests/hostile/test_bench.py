@@ -69,4 +69,3 @@ def test_bench_against_an_endless_answer_counts_an_error_in_bounded_memory(kind,
     expected = "500" if kind == "error_body" else "too_large"
     assert errors == {expected: 1}, result.stdout
     assert peak_mib < PEAK_MIB, f"peak {peak_mib:.0f} MiB"
-    print(f"bench against {kind} {stream}: peak {peak_mib:.0f} MiB")
