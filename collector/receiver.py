@@ -6,16 +6,19 @@ exporters send them. A batch is answered 200 only after it is committed to the s
 
 What it answers:
 
-- **200** after commit. Spans that can never be stored (bad ids, times or numbers
-  outside int64, nesting deeper than :data:`collector.validate.MAX_VALUE_DEPTH`; see
-  :mod:`collector.validate`) are rejected one by one with OTLP partial success and the
+- **200** after commit. Spans that can never be stored (bad ids, times outside
+  1970..2200, latencies or token counts out of range, integers outside int64, nesting
+  deeper than :data:`collector.validate.MAX_VALUE_DEPTH`, strings that are not UTF-8;
+  see :mod:`collector.validate`) are rejected one by one with OTLP partial success and the
   reasons; the rest of the batch is stored.
 - **4xx** with the reason for a body that is not OTLP at all (400), a wrong content
-  type or encoding (415), a body over ``max_body_bytes`` (413), a missing token (401);
-  nothing of it is stored. No body gets a 500.
+  type or encoding (415), a body over ``max_body_bytes`` (413), a missing token (401),
+  a body slower than ``min_body_rate`` after ``body_timeout_s`` (408); nothing of it
+  is stored. No body gets a 500.
 - **503 with Retry-After** when the requests in flight already hold ``max_memory``
-  (the body is not read), when the store fails, or while the collector shuts down. The
-  exporter sends the batch again after the delay (OTLP/HTTP throttling).
+  (memory is held for the bytes of a body that have arrived, grown as it comes in),
+  when the store fails, or while the collector shuts down. The exporter sends the
+  batch again after the delay (OTLP/HTTP throttling).
 
 A request whose client has gone (timed out, closed the connection) is not decoded
 or written any further. Bodies are decoded one at a time on a worker thread, so the
