@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -69,3 +70,50 @@ def test_bench_against_an_endless_answer_counts_an_error_in_bounded_memory(kind,
     expected = "500" if kind == "error_body" else "too_large"
     assert errors == {expected: 1}, result.stdout
     assert peak_mib < PEAK_MIB, f"peak {peak_mib:.0f} MiB"
+
+
+async def _chat(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A quick OpenAI-style stream: one content chunk, then [DONE]."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    body = b'data: {"choices": [{"delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _collector_that_stops_answering() -> Any:
+    """Answers the bench's first probe like a collector, then never answers again."""
+    answered = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        if answered:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            return
+        answered.append(True)
+        await send({"type": "http.response.start", "status": 400, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    return app
+
+
+def test_bench_ends_on_time_when_its_collector_stops_answering_mid_run(tmp_path):
+    with serving(_chat) as chat, serving(_collector_that_stops_answering()) as otlp:
+        env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp}
+        env["HOPTRACE_STORE"] = str(tmp_path / "none.db")  # no store to wait for traces in
+        started = time.monotonic()
+        result = hoptrace(
+            "bench", chat + "/v1", "--concurrency", "1", "--requests", "20", "--warmup", "0",
+            "--format", "json", env=env, timeout=120,
+        )  # fmt: skip
+        took = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["levels"][0]["errors"] == {}
+    assert took < 9, f"bench took {took:.1f} s"  # flush and shutdown: 2 s each at most
