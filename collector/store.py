@@ -246,6 +246,11 @@ class SpanStore:
                 f"cannot write the span store {where!r} ({exc}); give a store in a folder "
                 "you can write (--store), or fix its permissions"
             )
+        if "locked" in str(exc) or "busy" in str(exc):
+            return SourceError(
+                f"the span store {where!r} is busy ({exc}); is another collector writing "
+                "it? Give each collector its own --store"
+            )
         if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
             return SourceError(f"cannot read the span store {where!r} ({exc})")
         return SourceError(
