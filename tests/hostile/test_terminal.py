@@ -77,3 +77,14 @@ def test_a_trace_id_that_is_not_hex_is_percent_encoded_in_the_jaeger_link():
     assert url == "http://jaeger:16686/trace/..%2F..%2Fapi%2Fx%3Fy%3D1%23" + "z" * 16
     assert url.count("/") == 4  # one path segment for the id
     assert trace_url("http://j", "ab" * 16) == "http://j/trace/" + "ab" * 16
+
+
+def test_check_prints_split_values_with_control_characters_as_text(tmp_path: Path):
+    tag = {"key": "tier", "value": {"stringValue": "gold\x1b]8;;x\x07"}}
+    path = tmp_path / "t.json"
+    path.write_bytes(orjson.dumps(batch([span("1" * 16, None, [tag])])) + b"\n")
+    budget = tmp_path / "budget.toml"
+    budget.write_text("[e2e]\np90_ms = 1000\n")
+    result = hoptrace("check", str(path), "--budget", str(budget), "--split-by", "tier")
+    assert result.returncode == 0, result.stderr
+    assert "gold\\x1b]8;;x\\x07" in result.stdout and "\x1b" not in result.stdout

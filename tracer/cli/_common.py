@@ -42,7 +42,9 @@ FORMATS = ("table", "json", "markdown", "html")
 
 
 def emit(text: str, output: str | None) -> None:
-    """Write ``text`` to ``output`` (and say so on stderr), or print it."""
+    """Write ``text`` to ``output`` (and say so on stderr), or print it (control
+    characters from trace data shown as escapes: every renderer's text, the PASS/FAIL
+    lines of ``check`` too)."""
     if output:
         try:
             Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
@@ -50,7 +52,7 @@ def emit(text: str, output: str | None) -> None:
             raise ConfigError(f"cannot write {output!r}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)
     else:
-        click.echo(text.rstrip("\n"))
+        click.echo(printable(text.rstrip("\n")))
 
 
 def parse_prices(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
