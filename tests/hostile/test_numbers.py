@@ -161,6 +161,6 @@ def test_a_file_with_an_unusable_number_is_analysed_with_a_warning(tmp_path: Pat
     result = hoptrace("analyze", str(path))
     assert result.returncode == 0, result.stderr
     _no_traceback(result)
-    assert "dropped" in result.stdout or "skipped spans: 1" in result.stdout
+    assert "values dropped: 1" in result.stdout or "skipped spans: 1" in result.stdout
     assert "n=1" in result.stdout  # the trace itself is analysed
     assert "5.0 ms" in result.stdout  # and reported at its real length

@@ -183,6 +183,7 @@ def checked(span: Span, warnings: Warnings) -> Span | None:
     first = span.first_token_ns
     if first is not None and not 0 <= first < TIME_LIMIT_NS:
         span.first_token_ns = None
+        warnings.dropped_values += 1
         warnings.note("first-token times outside 1970..2200 were dropped")
     attributes = span.attributes
     if attributes and not NUMERIC_KEYS.isdisjoint(attributes):
@@ -190,6 +191,7 @@ def checked(span: Span, warnings: Warnings) -> Span | None:
             problem = attribute_problem(key, attributes[key])
             if problem is not None:
                 span.attributes = attributes = {k: v for k, v in attributes.items() if k != key}
+                warnings.dropped_values += 1
                 warnings.note(f"attributes dropped: {problem}")
     return span
 

@@ -132,6 +132,7 @@ def warnings_note(a: Analysis) -> str | None:
         f"orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
         f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}"
         + (f"; conflicting duplicate spans: {w.duplicates}" if w.duplicates else "")
+        + (f"; values dropped: {w.dropped_values}" if w.dropped_values else "")
     )
 
 
