@@ -8,6 +8,9 @@ reason and the others become rows. Nothing here raises anything else for any bod
 
 Spans become rows as they are decoded, so a body's decoded spans are never all in
 memory at once: what a request holds is its body, the parsed message and its rows.
+
+The spans a sender says it dropped (:data:`tracer.attributes.SPANS_DROPPED` on a
+resource) are added up for the receiver's ``/healthz``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collector._wire import WireError, split_field
 from collector.content import ContentFilter
 from collector.store import span_row
 from collector.validate import MAX_VALUE_DEPTH, Rejections, json_id_problem, span_problem
+from tracer.attributes import SPANS_DROPPED
 from tracer.spans.model import Span, Warnings
 from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
 
@@ -48,12 +52,14 @@ class RequestError(Exception):
 
 @dataclass(slots=True)
 class Decoded:
-    """The rows to store from one body, how many spans it held, and what was rejected."""
+    """The rows to store from one body, how many spans it held, what was rejected, and
+    how many spans its senders said they dropped."""
 
     rows: list[tuple]
     total: int
     rejections: Rejections = field(default_factory=Rejections)
     content_dropped: int = 0
+    sender_dropped: int = 0
 
 
 def gunzip(body: bytes, limit: int) -> bytes:
@@ -130,6 +136,7 @@ def decode_body(
         spans = _one_by_one(decoder, units.each(), warnings, rejections)
         decoded = _rows(spans, content, rejections)
     decoded.total = total
+    decoded.sender_dropped = units.sender_dropped
     if warnings.skipped_spans:
         reason = "; ".join(m.removesuffix(" were skipped") for m in warnings.messages)
         rejections.add(reason or "unusable spans", None, warnings.skipped_spans)
@@ -172,8 +179,9 @@ def _one_by_one(
 class _JsonUnits:
     """The checked spans of a JSON body: all at once, or one request per span."""
 
-    def __init__(self, kept: list[dict[str, Any]]):
+    def __init__(self, kept: list[dict[str, Any]], sender_dropped: int):
         self._kept = kept
+        self.sender_dropped = sender_dropped
 
     def whole(self) -> dict[str, Any]:
         return {"resourceSpans": self._kept}
@@ -196,11 +204,14 @@ def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
             400, 'JSON body is not an OTLP export request: expected {"resourceSpans": [...]}'
         )
     total = 0
+    sender_dropped = 0
     kept: list[dict[str, Any]] = []
     for rs in obj["resourceSpans"]:
         if type(rs) is not dict:
             continue
         resource = rs.get("resource")
+        if type(resource) is dict:
+            sender_dropped += _json_dropped(resource.get("attributes"))
         scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
         good_scopes = []
         for ss in scopes if type(scopes) is list else []:
@@ -216,7 +227,18 @@ def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
                 good_scopes.append({"spans": good})
         if good_scopes:
             kept.append({"resource": resource, "scopeSpans": good_scopes})
-    return _JsonUnits(kept), total
+    return _JsonUnits(kept, sender_dropped), total
+
+
+def _json_dropped(attributes: Any) -> int:
+    """The :data:`SPANS_DROPPED` count among a JSON resource's attributes (0 if none)."""
+    for kv in attributes if type(attributes) is list else ():
+        if type(kv) is dict and kv.get("key") == SPANS_DROPPED:
+            value = kv.get("value")
+            raw = value.get("intValue") if type(value) is dict else None
+            if type(raw) is int or (type(raw) is str and raw.isdigit()):
+                return max(int(raw), 0)
+    return 0
 
 
 _JSON_IDS = (
@@ -244,6 +266,12 @@ class _ProtoUnits:
 
     def __init__(self, request: ExportTraceServiceRequest):
         self._request = request
+        self.sender_dropped = sum(
+            max(kv.value.int_value, 0)
+            for rs in request.resource_spans
+            for kv in rs.resource.attributes
+            if kv.key == SPANS_DROPPED and kv.value.WhichOneof("value") == "int_value"
+        )
 
     def whole(self) -> ExportTraceServiceRequest:
         return self._request

@@ -29,6 +29,11 @@ Prompt and completion content (the attributes :func:`tracer.attributes.is_conten
 names, which GenAI instrumentations record by default) is dropped before a span is
 stored, unless the receiver is made with ``keep_content=True``; /healthz counts the
 attributes dropped.
+
+/healthz also adds up the spans the senders dropped before sending
+(``spans_dropped_by_senders``): hoptrace's batch processor puts the count of the spans
+it could not send (:data:`tracer.attributes.SPANS_DROPPED`) on the resource of the
+next batch it sends.
 """
 
 from __future__ import annotations
@@ -161,6 +166,7 @@ class OtlpReceiver:
         self.requests_abandoned = 0
         self.requests_too_slow = 0
         self.content_attributes_dropped = 0
+        self.spans_dropped_by_senders = 0
         self._unexpected_logged = False
 
     def begin_shutdown(self) -> None:
@@ -236,6 +242,7 @@ class OtlpReceiver:
             "requests_too_slow": self.requests_too_slow,
             "keep_content": self.keep_content,
             "content_attributes_dropped": self.content_attributes_dropped,
+            "spans_dropped_by_senders": self.spans_dropped_by_senders,
             "max_memory_bytes": self.budget.limit_bytes,
             "in_flight_bytes": self.budget.in_flight_bytes,
             "peak_in_flight_bytes": self.budget.peak_bytes,
@@ -352,6 +359,7 @@ class OtlpReceiver:
                 raise RequestError(503, f"store unavailable: {result}", RETRY_AFTER_S)
             self.spans_stored += result
         self.content_attributes_dropped += decoded.content_dropped
+        self.spans_dropped_by_senders += decoded.sender_dropped
         rejected = decoded.rejections.count
         self.spans_rejected += rejected
         message = decoded.rejections.message() if rejected else ""

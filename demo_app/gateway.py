@@ -5,7 +5,9 @@ against stored SHA-256 hashes; 401), the per-key rate limit (token bucket with a
 burst of RPS; 429 with Retry-After) and the per-key token quota (429). Requests are
 forwarded with trace context; streams come back as SSE with heartbeats during long
 waits, and an upstream failure mid-stream becomes an SSE error event. Every upstream
-call has a timeout (504).
+call has a timeout (504). With ``max_concurrency`` a request holds one of that many
+workers from after the key check to the end of its answer; its server span records the pool
+(``hoptrace.pool.name`` ``gateway``, ``.size``, ``.wait_ns``).
 
 The key is checked before the body is read, so a caller without one learns nothing of
 the request format; then the body is checked (``messages`` a list, ``max_tokens`` an
@@ -34,7 +36,10 @@ import tracer
 from demo_app.common import NetworkLeg, delay, log_event, sse
 from demo_app.profiles import Profile
 
-__all__ = ["GatewayConfig", "create_gateway_app"]
+__all__ = ["POOL", "GatewayConfig", "create_gateway_app"]
+
+#: ``hoptrace.pool.name`` of the worker pool ``--max-concurrency`` sizes.
+POOL = "gateway"
 
 #: The largest request body read, in bytes (413 past it).
 MAX_BODY_BYTES = 1024 * 1024
@@ -201,7 +206,10 @@ def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) ->
         body = _chat_body(await _read_body(request))
         admit(digest, body.get("max_tokens") or DEFAULT_MAX_TOKENS)
         if pool is not None:
+            waited_ns = time.perf_counter_ns()
             await pool.acquire()
+            # On the server span: it covers the time the worker is held.
+            tracer.record_pool(POOL, config.max_concurrency, time.perf_counter_ns() - waited_ns)
         released = False
 
         def release() -> None:

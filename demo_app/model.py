@@ -25,11 +25,13 @@ import tracer
 from demo_app.common import NetworkLeg, log_event, sse
 from demo_app.profiles import Profile
 
-__all__ = ["create_model_app"]
+__all__ = ["BATCH_SLOTS", "POOL", "create_model_app"]
 
 WORDS = ("the chain around the model decides what users feel , not the model alone .").split()
 #: Requests the simulated engine serves at once; more wait in its queue.
 BATCH_SLOTS = 16
+#: ``hoptrace.pool.name`` of the engine's slots, recorded on the inference span.
+POOL = "engine"
 
 
 class ModelState:
@@ -93,6 +95,7 @@ def create_model_app(profile: Profile, speedup: float = 1.0, failure_rate: float
             arrived = time.perf_counter()
             async with state.slots:
                 scheduled = time.perf_counter()
+                tracer.record_pool(POOL, BATCH_SLOTS, round((scheduled - arrived) * 1e9))
                 await asyncio.sleep(state.scaled(state.profile.prefill_ms))
                 first = last = scheduled
                 for i in range(max_tokens):

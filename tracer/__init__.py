@@ -31,7 +31,8 @@ from tracer._errors import (
 if TYPE_CHECKING:
     from tracer._genai import genai_request, record_engine_latency, record_usage
     from tracer._instrument import instrument_fastapi, instrument_httpx
-    from tracer._setup import force_flush, is_configured, setup, shutdown
+    from tracer._load import record_pool
+    from tracer._setup import dropped_spans, force_flush, is_configured, setup, shutdown
     from tracer._stage import mark_first_token, stage
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 # the analyzer, the collector and the command line, which import ``tracer.*``
 # submodules, do not pay for it.
 _LAZY = {
+    "dropped_spans": "tracer._setup",
     "force_flush": "tracer._setup",
     "genai_request": "tracer._genai",
     "instrument_fastapi": "tracer._instrument",
@@ -47,6 +49,7 @@ _LAZY = {
     "is_configured": "tracer._setup",
     "mark_first_token": "tracer._stage",
     "record_engine_latency": "tracer._genai",
+    "record_pool": "tracer._load",
     "record_usage": "tracer._genai",
     "setup": "tracer._setup",
     "shutdown": "tracer._setup",
@@ -70,6 +73,7 @@ __all__ = [
     "ReceiverError",
     "SourceError",
     "attributes",
+    "dropped_spans",
     "force_flush",
     "genai_request",
     "instrument_fastapi",
@@ -77,6 +81,7 @@ __all__ = [
     "is_configured",
     "mark_first_token",
     "record_engine_latency",
+    "record_pool",
     "record_usage",
     "setup",
     "shutdown",

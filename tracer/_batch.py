@@ -16,8 +16,19 @@ with less work than a ``ReadableSpan`` needs.
 
 It honours the ``OTEL_BSP_*`` variables as the SDK's processor does (keywords win):
 ``OTEL_BSP_SCHEDULE_DELAY`` (5000 ms), ``OTEL_BSP_MAX_QUEUE_SIZE`` (2048),
-``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` (512). A full queue drops the newest span and logs
-once. Like the SDK it never raises into the application.
+``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` (512), ``OTEL_BSP_EXPORT_TIMEOUT`` (30000 ms, the
+longest :meth:`~SnapshotBatchProcessor.shutdown` waits for the last export). Like the
+SDK it never raises into the application: a span it cannot queue (the queue is full,
+the export failed, the span could not be read) is dropped, counted
+(:attr:`SnapshotBatchProcessor.drops`) and said once at WARNING; the next batch that
+is sent carries the count on its resource (:data:`tracer.attributes.SPANS_DROPPED`),
+and ``hoptrace collect`` adds it up in its ``/healthz``.
+
+Reading a span's fields instead of its properties depends on how the SDK keeps them,
+which is no part of its API. So the processor checks, once when it is made, that the
+fields give the same snapshot as the properties on a span that the SDK made; if they
+do not (a field renamed or gone in another SDK release), it reads every span through
+its properties, which costs more CPU per span, and says so once at WARNING.
 """
 
 from __future__ import annotations
@@ -28,9 +39,9 @@ import os
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import (
     _SUPPRESS_INSTRUMENTATION_KEY,
     Context,
@@ -38,30 +49,36 @@ from opentelemetry.context import (
     detach,
     set_value,
 )
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import (
     ReadableSpan,
     Span,
     SpanProcessor,
     SynchronousMultiSpanProcessor,
 )
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import TraceFlags
+
+from tracer._snapshot import (
+    Snapshot,
+    fast_snapshot,
+    fast_span_type,
+    public_snapshot,
+    snapshot,
+)
+from tracer.attributes import SPANS_DROPPED
 
 __all__ = [
     "RoutingSpanProcessor",
     "Snapshot",
     "SnapshotBatchProcessor",
     "SnapshotExporter",
+    "SpanDrops",
     "snapshot",
 ]
 
 _logger = logging.getLogger(__name__)
-
-#: A flat tuple: trace_id, span_id, parent_span_id or None, name, OTLP kind, start_ns,
-#: end_ns, status code, status message or None, resource key, scope name, scope
-#: version or None, then the attributes (count n, n keys, n values), the events (count,
-#: then each: name, time_ns, attributes) and the links (count, then each: trace_id,
-#: span_id, attributes).
-Snapshot = tuple[Any, ...]
+_SAMPLED = TraceFlags.SAMPLED
 
 
 class SnapshotExporter(Protocol):
@@ -79,6 +96,7 @@ _DEFAULTS = {
     "OTEL_BSP_SCHEDULE_DELAY": 5000,
     "OTEL_BSP_MAX_QUEUE_SIZE": 2048,
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": 512,
+    "OTEL_BSP_EXPORT_TIMEOUT": 30_000,
 }
 
 
@@ -93,101 +111,25 @@ def _env_int(name: str) -> int:
         return _DEFAULTS[name]
 
 
-def _attribute_dict(attrs: Any) -> dict[str, Any]:
-    """The attributes as a dict (the SDK's BoundedAttributes keep one inside; any
-    mapping works)."""
-    if not attrs:
-        return {}
-    inner = getattr(attrs, "_dict", None)
-    return inner if type(inner) is dict else dict(attrs)
+@dataclass(frozen=True, slots=True)
+class SpanDrops:
+    """Spans a :class:`SnapshotBatchProcessor` dropped since it was made, by cause.
 
+    Attributes:
+        queue_full: ended while the queue held ``max_queue_size`` spans.
+        export_failed: in a batch the exporter failed to send (it returned
+            ``FAILURE`` or raised), or still queued when shutdown's timeout ran out.
+        snapshot_failed: could not be read when they ended.
+    """
 
-def _extras(span: ReadableSpan) -> tuple[Any, ...]:
-    """The events and links part of a snapshot."""
-    out: list[Any] = []
-    events = span.events
-    out.append(len(events))
-    for event in events:
-        d = _attribute_dict(event.attributes)
-        out.extend((event.name, event.timestamp, len(d), *d, *d.values()))
-    links = span.links
-    out.append(len(links))
-    for link in links:
-        d = _attribute_dict(link.attributes)
-        out.extend((link.context.trace_id, link.context.span_id, len(d), *d, *d.values()))
-    return tuple(out)
+    queue_full: int = 0
+    export_failed: int = 0
+    snapshot_failed: int = 0
 
-
-_NO_EXTRAS = (0, 0)
-_SAMPLED = TraceFlags.SAMPLED
-
-
-def snapshot(span: ReadableSpan, resource_key: int) -> Snapshot:
-    """The :data:`Snapshot` of an ended span: one flat tuple. Flat, because the
-    collector untracks a tuple only when what it holds is untracked already, and it
-    may visit an outer tuple before the inner ones."""
-    if type(span) is ReadableSpan:  # what the SDK hands ``on_end``
-        return _snapshot_fields(span, resource_key)
-    ctx = span.context
-    parent = span.parent
-    status = span.status
-    scope = span.instrumentation_scope
-    # The span's own attribute object: ReadableSpan.attributes wraps it in a proxy.
-    raw = getattr(span, "_attributes", None)
-    d = _attribute_dict(raw if raw is not None else span.attributes)
-    # Events and links are rare (the first-token mark): read them only when present.
-    extras = _extras(span) if span.events or span.links else _NO_EXTRAS
-    return (
-        ctx.trace_id,
-        ctx.span_id,
-        parent.span_id if parent is not None else None,
-        span.name,
-        span.kind.value + 1,  # the SDK counts from INTERNAL = 0, OTLP from 1
-        span.start_time or 0,
-        span.end_time or 0,
-        status.status_code.value,
-        status.description or None,
-        resource_key,
-        scope.name if scope is not None else "",
-        scope.version if scope is not None else None,
-        len(d),
-        *d,
-        *d.values(),
-        *extras,
-    )
-
-
-def _snapshot_fields(span: Any, resource_key: int) -> Snapshot:
-    """:func:`snapshot` of a plain ``ReadableSpan``, read from the fields its
-    constructor sets rather than through a dozen properties (a third of the
-    processor's work per span; a test compares both ways)."""
-    trace_id, span_id = span._context[:2]  # a SpanContext is a tuple
-    parent = span._parent
-    status = span._status
-    scope = span._instrumentation_scope
-    raw = span._attributes
-    d = raw._dict if type(raw) is BoundedAttributes else _attribute_dict(raw)
-    # A BoundedList's truth is a Python-level __len__: look at its deque instead.
-    events, links = span._events, span._links
-    has_extras = getattr(events, "_dq", events) or getattr(links, "_dq", links)
-    return (
-        trace_id,
-        span_id,
-        parent[1] if parent is not None else None,
-        span._name,
-        span._kind._value_ + 1,  # the SDK counts from INTERNAL = 0, OTLP from 1
-        span._start_time or 0,
-        span._end_time or 0,
-        status._status_code._value_,
-        status._description or None,
-        resource_key,
-        scope.name if scope is not None else "",
-        scope.version if scope is not None else None,
-        len(d),
-        *d,
-        *d.values(),
-        *(_extras(span) if has_extras else _NO_EXTRAS),
-    )
+    @property
+    def total(self) -> int:
+        """Every span dropped."""
+        return self.queue_full + self.export_failed + self.snapshot_failed
 
 
 class SnapshotBatchProcessor(SpanProcessor):
@@ -198,9 +140,12 @@ class SnapshotBatchProcessor(SpanProcessor):
         schedule_delay_millis: the longest a span waits before its batch is sent.
         max_queue_size: spans held at most; more are dropped.
         max_export_batch_size: spans per export; a full batch is sent at once.
+        export_timeout_millis: the longest :meth:`shutdown` waits for the last
+            batches to be sent; what is still queued then is dropped.
 
     Raises:
-        ValueError: a size or delay that is not positive, or a batch larger than the queue.
+        ValueError: a size, delay or timeout that is not positive, or a batch larger
+            than the queue.
     """
 
     def __init__(
@@ -210,6 +155,7 @@ class SnapshotBatchProcessor(SpanProcessor):
         schedule_delay_millis: int | None = None,
         max_queue_size: int | None = None,
         max_export_batch_size: int | None = None,
+        export_timeout_millis: int | None = None,
     ):
         delay = _env_int("OTEL_BSP_SCHEDULE_DELAY") if schedule_delay_millis is None else (
             schedule_delay_millis
@@ -220,6 +166,11 @@ class SnapshotBatchProcessor(SpanProcessor):
             if max_export_batch_size is None
             else max_export_batch_size
         )
+        timeout = (
+            _env_int("OTEL_BSP_EXPORT_TIMEOUT")
+            if export_timeout_millis is None
+            else export_timeout_millis
+        )
         if delay <= 0:
             raise ValueError(f"schedule_delay_millis must be positive, got {delay!r}")
         if queue <= 0 or batch <= 0:
@@ -228,13 +179,19 @@ class SnapshotBatchProcessor(SpanProcessor):
             raise ValueError(
                 f"max_export_batch_size must be at most max_queue_size, got {batch!r} > {queue!r}"
             )
+        if timeout <= 0:
+            raise ValueError(f"export_timeout_millis must be positive, got {timeout!r}")
         self._exporter = exporter
         self._delay_s = delay / 1000
         self._max_queue = queue
         self._max_batch = batch
+        self._export_timeout_millis = timeout
         self._resources: dict[int, Any] = {}
         self._shutdown = False
-        self._dropped_logged = False
+        # Spans of this class are read from their fields; any other through properties.
+        self._fast = fast_span_type()
+        self._dropped = {"queue_full": 0, "export_failed": 0, "snapshot_failed": 0}
+        self._warned: set[str] = set()
         self._start()
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._start)
@@ -251,6 +208,10 @@ class SnapshotBatchProcessor(SpanProcessor):
         self._queue: collections.deque[Snapshot] = collections.deque()
         self._wake = threading.Event()
         self._export_lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        # Drops no batch has carried yet (a forked child reports only its own).
+        self._unreported = 0
+        self._abandoned = False
         self._worker = threading.Thread(target=self._work, name="hoptrace-span-export", daemon=True)
         self._worker.start()
 
@@ -258,6 +219,27 @@ class SnapshotBatchProcessor(SpanProcessor):
     def span_exporter(self) -> SnapshotExporter:
         """The exporter the batches go to."""
         return self._exporter
+
+    @property
+    def drops(self) -> SpanDrops:
+        """The spans dropped so far, by cause."""
+        with self._count_lock:
+            return SpanDrops(**self._dropped)
+
+    @property
+    def reads_fields(self) -> bool:
+        """True when spans are read from the SDK's fields (the check at construction
+        passed), False when through their properties."""
+        return self._fast is not None
+
+    def _drop(self, cause: str, count: int) -> bool:
+        """Count ``count`` spans dropped for ``cause``; True the first time."""
+        with self._count_lock:
+            self._dropped[cause] += count
+            self._unreported += count
+            first = cause not in self._warned
+            self._warned.add(cause)
+        return first
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Nothing to do when a span starts."""
@@ -267,24 +249,36 @@ class SnapshotBatchProcessor(SpanProcessor):
         if self._shutdown:
             return
         try:
-            plain = type(span) is ReadableSpan  # fields instead of properties, as snapshot
-            # The flags are a SpanContext's fourth field (it is a tuple).
-            ctx: Any = span._context if plain else span.context
-            if not ctx[3] & _SAMPLED:
+            fast = type(span) is self._fast  # fields instead of properties, as snapshot
+            if fast:
+                # The flags are a SpanContext's fourth field (it is a tuple).
+                ctx: Any = span._context
+                sampled = ctx[3] & _SAMPLED
+            else:
+                sampled = span.context.trace_flags & _SAMPLED
+            if not sampled:
                 return
-            resource = span._resource if plain else span.resource
+            resource = span._resource if fast else span.resource
             key = id(resource)
             if key not in self._resources:
                 self._resources[key] = resource  # held, so the id stays its own
-            item = _snapshot_fields(span, key) if plain else snapshot(span, key)
+            item = fast_snapshot(span, key) if fast else public_snapshot(span, key)
         except Exception:  # noqa: BLE001 - telemetry never breaks the app
-            _logger.debug("hoptrace: could not snapshot a span", exc_info=True)
+            if self._drop("snapshot_failed", 1):
+                _logger.warning(
+                    "hoptrace: a span could not be read and was dropped (later ones are "
+                    "counted in the processor's drops)",
+                    exc_info=True,
+                )
             return
         queue = self._queue
         if len(queue) >= self._max_queue:
-            if not self._dropped_logged:
-                self._dropped_logged = True
-                _logger.warning("hoptrace: the span queue is full; dropping spans")
+            if self._drop("queue_full", 1):
+                _logger.warning(
+                    "hoptrace: the span queue is full (%d spans); dropping spans (they are "
+                    "counted in the processor's drops)",
+                    self._max_queue,
+                )
             return
         queue.append(item)
         if len(queue) >= self._max_batch and not self._wake.is_set():
@@ -305,17 +299,44 @@ class SnapshotBatchProcessor(SpanProcessor):
         with self._export_lock:
             first = True
             queue = self._queue
-            while queue and (first or everything or len(queue) >= self._max_batch):
+            while (
+                queue
+                and not self._abandoned  # shutdown timed out: it counts what is left
+                and (first or everything or len(queue) >= self._max_batch)
+            ):
                 first = False
-                count = min(self._max_batch, len(queue))
-                batch = [queue.popleft() for _ in range(count)]
-                token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
-                try:
-                    self._exporter.export_snapshots(batch, self._resources)
-                except Exception:  # noqa: BLE001 - telemetry never breaks the app
-                    _logger.exception("hoptrace: exporting spans failed")
-                finally:
-                    detach(token)
+                batch = _take(queue, self._max_batch)
+                if batch:
+                    self._send(batch)
+
+    def _send(self, batch: list[Snapshot]) -> None:
+        """Export one batch, with the drops not reported yet on its first resource."""
+        reported = self._unreported
+        error: Exception | None = None
+        token = attach(set_value(_SUPPRESS_INSTRUMENTATION_KEY, True))
+        try:
+            resources: Mapping[int, Any] = self._resources
+            if reported:
+                key = batch[0][9]
+                resources = {**resources, key: _with_drops(resources[key], reported)}
+            result = self._exporter.export_snapshots(batch, resources)
+            failed = result is SpanExportResult.FAILURE
+        except Exception as exc:  # noqa: BLE001 - telemetry never breaks the app
+            failed, error = True, exc
+        finally:
+            detach(token)
+        if not failed:
+            with self._count_lock:
+                self._unreported -= reported
+        elif self._drop("export_failed", len(batch)):
+            _logger.warning(
+                "hoptrace: exporting %d spans failed; they are dropped (later failures are "
+                "counted in the processor's drops)",
+                len(batch),
+                exc_info=error,
+            )
+        elif error is not None:
+            _logger.debug("hoptrace: the span exporter raised", exc_info=error)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export every queued span now; False after shutdown."""
@@ -324,14 +345,46 @@ class SnapshotBatchProcessor(SpanProcessor):
         self._export(everything=True)
         return True
 
-    def shutdown(self) -> None:
-        """Export what is queued, stop the thread and shut the exporter down."""
+    def shutdown(self, timeout_millis: int | None = None) -> None:
+        """Export what is queued, stop the thread and shut the exporter down.
+
+        Waits at most ``timeout_millis`` (else ``export_timeout_millis``) for the last
+        batches; the spans still queued then are dropped and counted.
+        """
         if self._shutdown:
             return
         self._shutdown = True
         self._wake.set()
-        self._worker.join(30)
+        timeout = self._export_timeout_millis if timeout_millis is None else timeout_millis
+        self._worker.join(max(timeout, 0) / 1000)
+        if self._worker.is_alive():
+            self._abandoned = True
+            left = len(_take(self._queue, len(self._queue)))
+            self._drop("export_failed", left)
+            _logger.warning(
+                "hoptrace: the last spans were not sent within %d ms of shutdown; %d queued "
+                "spans are dropped",
+                timeout,
+                left,
+            )
         self._exporter.shutdown()
+
+
+def _take(queue: collections.deque[Snapshot], count: int) -> list[Snapshot]:
+    """Up to ``count`` snapshots from the front of ``queue``; each is taken once, also
+    while another thread takes from it."""
+    out: list[Snapshot] = []
+    for _ in range(count):
+        try:
+            out.append(queue.popleft())
+        except IndexError:
+            break
+    return out
+
+
+def _with_drops(resource: Any, count: int) -> Any:
+    """``resource`` with :data:`~tracer.attributes.SPANS_DROPPED` set to ``count``."""
+    return resource.merge(Resource({SPANS_DROPPED: count}))
 
 
 def _start_nothing(span: Span, parent_context: Context | None = None) -> None:

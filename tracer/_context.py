@@ -11,6 +11,12 @@ with the API's ``attach``/``detach``), and a failed detach logged by the same lo
 with the same message. With any other runtime context (``OTEL_PYTHON_CONTEXT``) they
 are the API's own functions. ``with_span`` is ``trace.set_span_in_context`` without
 its three calls (``set_value``, ``get_current`` and the runtime context's).
+
+Where the runtime context keeps its variable is no part of the API. So at import the
+variable is checked once against the runtime context (a context set through one is
+what the other reads, and tokens of each reset the other) and ``with_span`` against
+``set_span_in_context``; if anything differs or is missing (another API release), the
+API's own functions are used and a WARNING says so once.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import logging
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -28,24 +35,70 @@ from opentelemetry.trace.propagation import _SPAN_KEY
 __all__ = ["attach", "detach", "with_span"]
 
 _logger = logging.getLogger(otel_context.__name__)  # where the API logs a failed detach
+_said = logging.getLogger(__name__)
 
 
-def _context_var() -> contextvars.ContextVar[Any] | None:
-    """The API's context variable, when the runtime context is the default one."""
-    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+def _context_var(runtime: Any, default: type = ContextVarsRuntimeContext) -> Any:
+    """The variable ``runtime`` keeps the current context in, when ``runtime`` is the
+    API's ``default`` runtime context and the variable behaves as the runtime context
+    does; None otherwise (said at WARNING when ``runtime`` is the default one)."""
+    if type(runtime) is not default:  # another runtime context: the API's functions
+        return None
     var = getattr(runtime, "_current_context", None)
-    if type(runtime) is ContextVarsRuntimeContext and isinstance(var, contextvars.ContextVar):
+    if not isinstance(var, contextvars.ContextVar):
+        problem = "the runtime context keeps no context variable where it used to"
+    elif not isinstance(_SPAN_KEY, str):
+        problem = "the span's context key is not a string"
+    else:
+        try:
+            problem = contextvars.copy_context().run(_differences, runtime, var)
+        except Exception as exc:  # noqa: BLE001 - telemetry never breaks the app
+            problem = f"{type(exc).__name__}: {exc}"
+    if not problem:
         return var
+    try:
+        release = version("opentelemetry-api")
+    except PackageNotFoundError:
+        release = "(not installed)"
+    _said.warning(
+        "hoptrace: the fast way of attaching contexts does not work with "
+        "opentelemetry-api %s (%s); the API's attach and detach are used instead",
+        release,
+        problem,
+    )
     return None
 
 
-_var = _context_var()
+def _differences(runtime: Any, var: contextvars.ContextVar[Any]) -> str:
+    """What ``var`` does differently from ``runtime`` ("" for nothing); run in a copy
+    of the current context, which it changes."""
+    probe = otel_context.Context({"hoptrace.probe": 1})
+    token = var.set(probe)
+    if runtime.get_current() is not probe:
+        return "a context set in its variable is not the current one"
+    runtime.detach(token)
+    if var.get() is probe:
+        return "its detach does not reset the variable"
+    token = runtime.attach(probe)
+    if var.get() is not probe:
+        return "its attach does not set the variable"
+    var.reset(token)
+    span = trace.NonRecordingSpan(trace.SpanContext(0x1F, 0x2F, is_remote=False))
+    base = var.get()
+    ours = otel_context.Context({**base, _SPAN_KEY: span})
+    api = trace.set_span_in_context(span, base)
+    if type(ours) is not type(api) or ours != api or trace.get_current_span(ours) is not span:
+        return "a span is kept in the context in another way"
+    return ""
+
+
+_var = _context_var(getattr(otel_context, "_RUNTIME_CONTEXT", None))
 
 attach: Callable[[otel_context.Context], contextvars.Token[Any]]
 detach: Callable[[contextvars.Token[Any]], None]
 with_span: Callable[[trace.Span], otel_context.Context]
 
-if _var is None or not isinstance(_SPAN_KEY, str):
+if _var is None:
     attach, detach = otel_context.attach, otel_context.detach
     with_span = trace.set_span_in_context
 else:

@@ -57,13 +57,21 @@ _pending: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar
 C = TypeVar("C", httpx.Client, httpx.AsyncClient, "httpx2.Client", "httpx2.AsyncClient")
 
 
-def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any:
+def instrument_fastapi(
+    app: Any, stage: str | None = None, *, record_cpu: bool = True, **kwargs: Any
+) -> Any:
     """Instrument a FastAPI app; its SERVER spans get ``hoptrace.stage = stage``.
 
     Args:
         app: the FastAPI application.
         stage: the stage of this service's server span (e.g. ``gateway``); none when
             omitted.
+        record_cpu: put the load attributes on the server span: the process's CPU
+            time during the request and its cumulative CPU at the request's end
+            (``hoptrace.process.cpu_ns``, ``hoptrace.process.cpu_total_ns``), its
+            instance, host and cores (``tracer/_load.py``). It adds an ASGI
+            middleware, so only before the app serves its first request; after that,
+            a warning and spans without them.
         **kwargs: passed on to ``FastAPIInstrumentor.instrument_app`` (e.g.
             ``tracer_provider``, ``excluded_urls``); they win over hoptrace's defaults.
 
@@ -83,6 +91,13 @@ def instrument_fastapi(app: Any, stage: str | None = None, **kwargs: Any) -> Any
         "http_capture_headers_sanitize_fields": SENSITIVE_HEADERS,
     }
     options.update(kwargs)
+    if record_cpu:
+        from tracer._load import CpuMiddleware
+
+        try:
+            app.add_middleware(CpuMiddleware)
+        except RuntimeError:  # Starlette: the app already started; trace it without
+            _logger.warning("the app is already serving: its server spans carry no CPU")
     FastAPIInstrumentor.instrument_app(app, **options)
     return app
 

@@ -25,6 +25,7 @@ import os
 import threading
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -34,11 +35,16 @@ from opentelemetry.sdk.trace.sampling import Sampler
 
 from tracer._errors import ConfigError
 
+if TYPE_CHECKING:
+    from tracer._batch import SpanDrops
+
 __all__ = [
     "DEFAULT_ENDPOINT",
     "PROMPT_EXPORT_DELAY_MS",
+    "dropped_spans",
     "force_flush",
     "is_configured",
+    "make_resource",
     "prefer_prompt_export",
     "setup",
     "shutdown",
@@ -117,6 +123,22 @@ def _make_exporter(endpoint: str | None, protocol: str | None, headers: dict[str
     return OTLPSpanExporter(endpoint=url, headers=headers)
 
 
+def make_resource(
+    service_name: str | None, resource_attributes: dict[str, Any] | None = None
+) -> Resource:
+    """The resource :func:`setup` gives its provider: ``OTEL_RESOURCE_ATTRIBUTES``,
+    ``resource_attributes`` and ``service_name`` (the later wins), then the load
+    model's attributes none of them gave (``tracer/_load.py``)."""
+    from tracer._load import load_resource_attributes
+
+    attributes: dict[str, Any] = dict(resource_attributes or {})
+    if service_name:
+        attributes[SERVICE_NAME] = service_name
+    resource = Resource.create(attributes)
+    extra = load_resource_attributes(resource.attributes)
+    return resource.merge(Resource(extra)) if extra else resource
+
+
 def setup(
     service_name: str | None = None,
     *,
@@ -139,7 +161,10 @@ def setup(
             garbage collector does not walk; docs/overhead.md) or ``grpc``.
         headers: extra export headers, e.g. ``{"authorization": "Bearer ..."}``.
         sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
-        resource_attributes: more resource attributes.
+        resource_attributes: more resource attributes. ``host.name``,
+            ``service.instance.id``, ``hoptrace.host.cpus`` and ``hoptrace.process.cpus``
+            are added unless given here or in ``OTEL_RESOURCE_ATTRIBUTES``
+            (``tracer/_load.py``).
         exporter: use this exporter instead of OTLP (spans still go through a batch
             processor: ``tracer._batch``'s for a ``JsonSpanExporter``, the SDK's
             ``BatchSpanProcessor`` for any other).
@@ -167,10 +192,7 @@ def setup(
             noop = trace.NoOpTracerProvider()
             trace.set_tracer_provider(noop)
             return noop
-        attributes: dict[str, str] = dict(resource_attributes or {})
-        if service_name:
-            attributes[SERVICE_NAME] = service_name
-        resource = Resource.create(attributes)
+        resource = make_resource(service_name, resource_attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
         from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor
         from tracer._json_export import JsonSpanExporter
@@ -222,6 +244,17 @@ def _within(timeout_s: float, work: Callable[[], object]) -> tuple[bool, object]
     helper.start()
     helper.join(timeout_s)
     return (not helper.is_alive(), box[0] if box else None)
+
+
+def dropped_spans() -> SpanDrops | None:
+    """The spans the pipeline :func:`setup` installed has dropped so far, by cause
+    (``queue_full``, ``export_failed``, ``snapshot_failed``, ``total``).
+
+    None before :func:`setup`, and for the ``http/protobuf`` and ``grpc`` protocols,
+    whose processor is the SDK's own (it counts in its own metrics).
+    """
+    drops = getattr(_processor, "drops", None)
+    return drops if drops is not None and hasattr(drops, "total") else None
 
 
 def force_flush(timeout_millis: int = 30_000) -> bool:

@@ -39,6 +39,9 @@ __all__ = [
     "GEN_AI_RESPONSE_FINISH_REASONS",
     "GEN_AI_RESPONSE_MODEL",
     "GEN_AI_TIME_TO_FIRST_CHUNK",
+    "HOST_CPUS",
+    "HOST_CPU_BUSY",
+    "HOST_NAME",
     "HTTP_RESPONSE_STATUS_CODE",
     "INFERENCE",
     "INFERENCE_DECODE",
@@ -52,8 +55,16 @@ __all__ = [
     "OPENINFERENCE_MODEL_NAME",
     "OPENINFERENCE_PROMPT_TOKENS",
     "OPENINFERENCE_SPAN_KIND",
+    "POOL_NAME",
+    "POOL_SIZE",
+    "POOL_WAIT_NS",
+    "PROCESS_CPUS",
+    "PROCESS_CPU_NS",
+    "PROCESS_CPU_TOTAL_NS",
     "RUN",
+    "SERVICE_INSTANCE_ID",
     "SERVICE_NAME",
+    "SPANS_DROPPED",
     "STAGE",
     "STREAM_CLOSED_EARLY",
     "TGI_INFERENCE_TIME",
@@ -85,9 +96,44 @@ CANCELLED = "hoptrace.cancelled"
 BENCH_STATUS = "hoptrace.bench.status"
 #: The concurrency level a bench request ran at.
 BENCH_CONCURRENCY = "hoptrace.bench.concurrency"
+#: On each bench request span: the host's busy CPU time (ns, all cores together, since
+#: boot) when the request ended; with ``HOST_CPUS`` (there: the cores the bench may
+#: use), a load model's CPU demand per request and capacity (docs/whatif.md).
+HOST_CPU_BUSY = "hoptrace.host.cpu_busy_ns"
+#: On the resource of a batch of spans: how many spans the sending process dropped
+#: (a full queue, a failed export, a span it could not read) since the last batch that
+#: was sent with this count (int). ``hoptrace collect`` adds these up in ``/healthz``
+#: (``spans_dropped_by_senders``).
+SPANS_DROPPED = "hoptrace.spans_dropped"
+
+# What a model of the load reads (docs/analysis.md, section 10; tracer/_load.py).
+#: Server span: CPU time (user + system, every thread) the serving process spent from
+#: the span's start to its end, ns (int). With concurrent requests it includes the CPU
+#: of the others running meanwhile: it bounds one request's demand from above.
+PROCESS_CPU_NS = "hoptrace.process.cpu_ns"
+#: Server span: the serving process's cumulative CPU time at the span's end, ns (int).
+#: Two spans of one ``service.instance.id`` give the process's CPU over the window
+#: between their ends (the difference), hence its busy cores and CPU per request.
+PROCESS_CPU_TOTAL_NS = "hoptrace.process.cpu_total_ns"
+#: Resource and server spans: the CPUs the process may run on (its affinity, bounded
+#: by its cgroup v2 ``cpu.max`` quota), cores as a double (a quota can be fractional).
+PROCESS_CPUS = "hoptrace.process.cpus"
+#: Resource and server spans: the host's logical CPUs, shared by every process on ``host.name``.
+HOST_CPUS = "hoptrace.host.cpus"
+#: The finite pool whose slot the span held (``gateway``, ``engine``).
+POOL_NAME = "hoptrace.pool.name"
+#: The pool's number of slots (int).
+POOL_SIZE = "hoptrace.pool.size"
+#: How long the request waited for a slot of the pool, ns (int; 0: one was free).
+POOL_WAIT_NS = "hoptrace.pool.wait_ns"
 
 # Standard resource, span and HTTP keys.
 SERVICE_NAME = "service.name"
+#: Resource and server spans: the process's unique id among the instances of its
+#: service (a UUID v4).
+SERVICE_INSTANCE_ID = "service.instance.id"
+#: Resource and server spans: the host the process runs on (``socket.gethostname()``).
+HOST_NAME = "host.name"
 #: The span kind tag of Jaeger's JSON (``client``, ``server``, ...).
 JAEGER_SPAN_KIND = "span.kind"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"

@@ -4,8 +4,10 @@ The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up 
 every concurrency level (at least as many requests as the level's concurrency) that
 is not measured; then N measured requests per level. Per level: status counts,
 end-to-end P50/P90/P99, time to first chunk, inter-chunk latency, output tokens/s and
-requests/s. The knee is the first level whose P90 is 2x or more the lowest level's;
-with the traces at hand, the stage whose time grew most between the two is named.
+requests/s; with an SLO, goodput and SLO attainment. The knee is the first level where
+added clients bought little throughput while latency grew (``tracer._sweep``); with
+the traces at hand, the stage whose time grew most between the lowest level and the
+knee is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
     print(result.knee)
@@ -28,8 +30,11 @@ from tracer import attributes as attrs
 from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
+from tracer._host import host_cpu_busy_ns, host_cpus
 from tracer._sse import aiter_sse_data
+from tracer._sweep import DEFAULT_ATTAINMENT, Knee, SweepSlo, check_slo, find_knee, judge_slo
 from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.slo import Slo
 
 __all__ = [
     "BenchResult",
@@ -48,7 +53,7 @@ DEFAULT_PROMPT = (
     "equally faster for its users."
 )
 RUN_ATTRIBUTE = attrs.RUN
-KNEE_RATIO = 2.0
+HOST_CPUS = host_cpus()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,16 +127,6 @@ class LevelResult:
         return len(self.ok) / self.wall_s if self.wall_s > 0 else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Knee:
-    """The first level whose P90 grew by ``KNEE_RATIO`` or more over the lowest level."""
-
-    concurrency: int
-    p90_ratio: float
-    stage: str | None
-    stage_growth_ms: float | None = None
-
-
 @dataclass
 class BenchResult:
     """A whole sweep."""
@@ -143,6 +138,8 @@ class BenchResult:
     levels: list[LevelResult]
     knee: Knee | None = None
     notes: list[str] = field(default_factory=list)
+    #: With an SLO: goodput and attainment per level (``tracer._sweep``).
+    slo: SweepSlo | None = None
 
 
 def _body(model: str, prompt: str, max_tokens: int, stream: bool) -> dict[str, Any]:
@@ -183,6 +180,10 @@ async def _one(
         except httpx.HTTPError as exc:
             exchange.fail("protocol", f"{type(exc).__name__}: {exc}")
         span.set_attribute(attrs.BENCH_STATUS, exchange.status)
+        busy = host_cpu_busy_ns()
+        if busy is not None:
+            span.set_attribute(attrs.HOST_CPU_BUSY, busy)
+            span.set_attribute(attrs.HOST_CPUS, HOST_CPUS)
     return exchange.sample()
 
 
@@ -340,16 +341,21 @@ async def run_bench_async(
     timeout_s: float = 60.0,
     run: str | None = None,
     progress: Callable[[str, int], None] | None = None,
+    slo: Slo | None = None,
+    slo_attainment: float = DEFAULT_ATTAINMENT,
     max_answer_bytes: int = DEFAULT_BENCH_ANSWER_BYTES,
 ) -> BenchResult:
-    """Sweep ``levels``; see the module docstring for the method. An answer larger
-    than ``max_answer_bytes`` after decompression is a failed request (``too_large``).
+    """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
+    level's goodput and SLO attainment, and the highest level whose attainment reaches
+    ``slo_attainment`` (``tracer._sweep``). An answer larger than ``max_answer_bytes``
+    after decompression is a failed request (``too_large``).
 
     Raises:
         ConfigError: bad arguments, or every warm-up request of the first level failed
             the same way (a wrong key, nothing listening).
     """
     check_arguments(base_url, levels, requests, warmup, max_tokens, timeout_s)
+    check_slo(slo, stream, slo_attainment)
     url = base_url.rstrip("/") + "/chat/completions"
     headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
     body = _body(model, prompt, max_tokens, stream)
@@ -379,6 +385,8 @@ async def run_bench_async(
                 _refuse_hopeless(base_url, level.samples)
             result.levels.append(level)
     result.knee = find_knee(result.levels)
+    if slo is not None:
+        result.slo = judge_slo(result.levels, slo, slo_attainment)
     return result
 
 
@@ -408,24 +416,6 @@ def _refuse_hopeless(base_url: str, samples: list[Sample]) -> None:
 def run_bench(base_url: str, **kwargs: Any) -> BenchResult:
     """Blocking wrapper of :func:`run_bench_async`."""
     return asyncio.run(run_bench_async(base_url, **kwargs))
-
-
-def find_knee(levels: Sequence[LevelResult]) -> Knee | None:
-    """The first level whose P90 is ``KNEE_RATIO``x or more the lowest level's."""
-    measured = [lv for lv in levels if lv.ok]
-    if len(measured) < 2:
-        return None
-    base = min(measured, key=lambda lv: lv.concurrency)
-    base_p90 = base.e2e().p90
-    if base_p90 <= 0:
-        return None
-    for lv in sorted(measured, key=lambda lv: lv.concurrency):
-        if lv.concurrency <= base.concurrency:
-            continue
-        ratio = lv.e2e().p90 / base_p90
-        if ratio >= KNEE_RATIO:
-            return Knee(lv.concurrency, ratio, None)
-    return None
 
 
 def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[str, float] | None:

@@ -188,6 +188,34 @@ def test_batched_rows_equal_the_scalar_rows(group_by, seed):
     assert a.warnings.skew_adjusted == b.warnings.skew_adjusted > 0
 
 
+def _sequential(number: int, rng: random.Random) -> list[Span]:
+    """A fan-out of sequential calls whose neighbours touch, overlap by less than the
+    clock tolerance (1% of the parent) or by more, start together, or sit under a
+    producer as consumers (which do not hold it up)."""
+    tid = f"{number + 1:032x}"
+    base = T0 + number * 5_000 * MS
+    room = rng.randint(200, 3_000) * 1_000  # 0.2-3 ms: a tolerance of 2-30 us
+    tolerance = max(room // 100, 1_000)
+    spans = [Span(tid, f"{1:016x}", None, "svc", "root", KIND_PRODUCER, base, base + room)]
+    at = base + rng.randint(0, room // 10)
+    for i in range(2, 8):
+        length = rng.randint(0, room // 6)
+        kind = KIND_CONSUMER if rng.random() < 0.15 else KIND_INTERNAL
+        spans.append(Span(tid, f"{i:016x}", f"{1:016x}", "svc", f"c{i % 3}", kind, at, at + length))
+        step = rng.choice([0, 0, -1, 1, -2, 2, -3]) * tolerance // 2
+        at = max(base, at + length + step) if rng.random() < 0.8 else at
+    return spans
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_batched_walks_follow_the_dependency_model_on_near_touching_siblings(seed):
+    rng = random.Random(seed)
+    traces = [_sequential(i, rng) for i in range(2000)]
+    batched, scalar, taken = _both(traces, group_by="operation", stage_map=None)
+    assert _rows(batched) == _rows(scalar)
+    assert taken > 1500
+
+
 def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
     rng = random.Random(5)
     chain, engine = _SHAPES[0], _SHAPES[4]

@@ -12,7 +12,6 @@ import pytest
 
 from demo_app.chain import Chain
 from tracer.analysis import load
-from tracer.bench import LevelResult, Sample, find_knee
 
 # Boots real service processes on loopback ports: run with -m integration.
 pytestmark = pytest.mark.integration
@@ -193,15 +192,3 @@ def test_no_receiver_means_untraced_not_broken(pooled):
     )
     assert done.returncode == 0, done.stderr
     assert "not traced" in done.stderr
-
-
-def _level(c: int, p90_ms: float) -> LevelResult:
-    samples = [Sample(f"{i:032x}", "200", p90_ms, None, (), 1) for i in range(10)]
-    return LevelResult(c, f"r-c{c}", samples, 1.0)
-
-
-def test_find_knee_takes_the_first_level_at_2x():
-    assert find_knee([_level(1, 100), _level(2, 150), _level(4, 199)]) is None
-    knee = find_knee([_level(1, 100), _level(2, 150), _level(4, 200), _level(8, 900)])
-    assert knee is not None and knee.concurrency == 4 and knee.p90_ratio == pytest.approx(2.0)
-    assert find_knee([_level(1, 100)]) is None

@@ -140,7 +140,7 @@ def test_spans_wait_for_the_delay_and_shutdown_sends_what_is_left():
     assert not processor.force_flush()
 
 
-def test_a_full_queue_drops_spans_and_says_so_once(caplog):
+def test_a_full_queue_drops_spans_counts_them_and_says_so_once(caplog):
     recorder = _Recorder()
     busy, release = threading.Event(), threading.Event()
     export = recorder.export_snapshots
@@ -166,6 +166,7 @@ def test_a_full_queue_drops_spans_and_says_so_once(caplog):
     assert processor.force_flush()
     assert sorted(s.name for s in recorder.spans()) == [f"s{i}" for i in range(6)]
     assert sum("queue is full" in r.getMessage() for r in caplog.records) == 1
+    assert processor.drops.queue_full == processor.drops.total == 3
     provider.shutdown()
 
 

@@ -12,7 +12,7 @@ int64 arrays with numpy, one step per span of the shape instead of one per span 
 every trace.
 
 The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis._walks`:
-``critical_path.own_times``, ``ttft_view``, ``prepare._fix_clocks`` over arrays; the
+the dependency model's walk, ``ttft_view``, ``prepare._fix_clocks`` over arrays; the
 rest of ``breakdown.break_down`` here), on the same nanoseconds, so a row is the row
 the scalar path adds
 (``tests/analysis/test_shapes.py`` compares them on random traces). A trace whose
@@ -65,6 +65,9 @@ MAX_QUEUED = 8192
 LEARN_TRIES = 8
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
+#: Children of one span taken: the batch walk compares every pair of siblings (a
+#: wider fan-out is rare and takes the scalar path).
+MAX_KIDS = 64
 _NO = -1  # no time (a table column's None)
 #: Times and marks the batches take are under this in magnitude, so that the walks'
 #: sums and differences stay inside int64; a trace with one past it (or past int64,
@@ -81,6 +84,8 @@ class _Shape:
     order: list[int]
     parent: list[int]
     children: list[list[int]]
+    #: each span's children that hold it up (the walks' tree)
+    kids: list[list[int]]
     #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
     #: check (messaging)) in the order the scalar clock correction visits them
     edges: list[tuple[int, list[int], bool, list[bool]]]
@@ -98,6 +103,7 @@ class _Shape:
     #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
     stage: list[str]
     hop: list[tuple[str, str] | None]
+    blocking: list[bool] | None
     #: (parent, child) of each remote edge the clock check reads
     nested: list[tuple[int, int]]
     #: a trace's starts, ends and marks (0: none) as n int64 each, in machine order
@@ -311,6 +317,8 @@ class ShapeBatcher:
         if issues.any:
             return None  # clock skew in this trace: times, not the shape
         n = len(spans)
+        if max(map(len, trace.children)) > MAX_KIDS:
+            return _SCALAR
         edges = []
         for p in trace.order:
             remote = [c for c in trace.children[p] if spans[c].service != spans[p].service]
@@ -344,6 +352,10 @@ class ShapeBatcher:
             order=list(trace.order),
             parent=list(trace.parent),
             children=[list(c) for c in trace.children],
+            kids=[
+                [c for c in kids if trace.blocking is None or trace.blocking[c]]
+                for kids in trace.children
+            ],
             edges=edges,
             group_of=group_of,
             groups=groups,
@@ -356,6 +368,7 @@ class ShapeBatcher:
             root_name=spans[root].name,
             stage=list(trace.stage),
             hop=list(trace.hop),
+            blocking=trace.blocking,
             pack=struct.Struct(f"{3 * n}q").pack,
             nested=[
                 (p, c)
@@ -453,6 +466,7 @@ class ShapeBatcher:
                         shape.stage,
                         shape.hop,
                         shape.order,
+                        blocking=shape.blocking,
                     )
                 )
                 for r in range(len(ids))

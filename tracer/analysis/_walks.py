@@ -2,7 +2,8 @@
 (traces, spans) int64 arrays, one numpy step per span of the shape.
 
 Each function is its scalar twin, step for step (``prepare._fix_clocks``,
-``critical_path.ttft_view``, ``critical_path.own_times``), on the same nanoseconds:
+``critical_path.ttft_view``, and the dependency model's walk of
+:mod:`tracer.analysis.dependencies`), on the same nanoseconds:
 :mod:`tracer.analysis._shapes` batches the traces, these walk them.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Protocol
 
 import numpy as np
+
+from tracer.analysis.dependencies import TOLERANCE_MAX_NS, TOLERANCE_MIN_NS
 
 __all__ = ["Tree", "fix_clocks", "own_times", "sums", "ttft_view"]
 
@@ -22,6 +25,9 @@ class Tree(Protocol):
     order: list[int]
     parent: list[int]
     children: list[list[int]]
+    #: each span's children that hold it up (``dependencies``: not a CONSUMER under a
+    #: PRODUCER), the walk's tree
+    kids: list[list[int]]
     #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
     #: check) in the order the scalar clock correction visits them
     edges: list[tuple[int, list[int], bool, list[bool]]]
@@ -82,7 +88,13 @@ def ttft_view(
 def own_times(
     tree: Tree, start: np.ndarray, end: np.ndarray, included: np.ndarray | None
 ) -> np.ndarray:
-    """``critical_path.own_times`` over the batch: (traces, spans) own times."""
+    """``critical_path.own_times`` over the batch: (traces, spans) own times.
+
+    The dependency model of :mod:`tracer.analysis.dependencies` for every trace at
+    once: per parent, its kids clipped to it, which earlier siblings each kid waits
+    for (with the clock tolerance), the ends taken back where a tolerated overlap
+    was, then the walk from the kid that ended last through the siblings waited for.
+    """
     b = start.shape[0]
     rows = np.arange(b)
     own = np.zeros(start.shape, np.int64)
@@ -95,7 +107,7 @@ def own_times(
         a = active[:, s]
         low = lo[:, s]
         high = np.maximum(hi[:, s], low)  # an interval that ends before it starts
-        kids = tree.children[s]
+        kids = tree.kids[s]
         alone = np.where(a, high - low, 0)
         if not kids:
             own[:, s] = alone
@@ -111,29 +123,64 @@ def own_times(
             lo[:, c], hi[:, c], active[:, c] = cs, ce, ok
             continue
         k = np.array(kids)
+        m = len(kids)
         cs = np.maximum(start[:, k], low[:, None])
         ce = np.minimum(end[:, k], high[:, None])
         valid = a[:, None] & (cs < high[:, None]) & (ce >= cs)
         if included is not None:
             valid &= included[:, k]
-        # Latest clipped end first, ties to the latest real end, then start, then index.
-        ranked = np.lexsort((np.broadcast_to(k, cs.shape), cs, end[:, k], ce), axis=1)[:, ::-1]
-        cursor = high.copy()
-        mine = np.zeros(b, np.int64)
-        for j in range(len(kids)):
-            pos = ranked[:, j]
-            c_start, c_end = cs[rows, pos], ce[rows, pos]
-            take = valid[rows, pos] & (c_start < cursor)
-            clipped = np.minimum(c_end, cursor)
-            mine += np.where(take, cursor - clipped, 0)
+        tolerance = np.clip((high - low) // 100, TOLERANCE_MIN_NS, TOLERANCE_MAX_NS)
+        # before[t, i, j]: in trace t, kid j waits for kid i (i started before j and
+        # ended at or before j's start, give or take the tolerance).
+        before = (
+            valid[:, :, None]
+            & valid[:, None, :]
+            & (cs[:, :, None] < cs[:, None, :])
+            & (ce[:, :, None] <= cs[:, None, :] + tolerance[:, None, None])
+        )
+        # A tolerated overlap: the end is taken back to the first start it waits for.
+        he = np.minimum(ce, np.where(before, cs[:, None, :], _MAX).min(axis=2))
+        index = np.broadcast_to(np.arange(m), cs.shape)
+        keys = (he, ce, cs)
+        last = _latest(valid, keys, index)
+        # waited[t, j]: the latest-ending kid that kid j waits for (-1: its parent's start)
+        waited = _latest(
+            before.transpose(0, 2, 1), tuple(x[:, None, :] for x in keys), index[:, None, :]
+        )
+        waited = np.where(before.any(axis=1), waited, -1)
+        going = valid.any(axis=1)
+        pos = np.where(going, last, 0)
+        mine = high - he[rows, pos]
+        for _ in range(m):
+            if not going.any():
+                break
             child = k[pos]
-            lo[rows, child] = c_start
-            hi[rows, child] = clipped
-            active[rows, child] = take
-            cursor = np.where(take, c_start, cursor)
-        mine += cursor - low
+            lo[rows[going], child[going]] = cs[rows, pos][going]
+            hi[rows[going], child[going]] = he[rows, pos][going]
+            active[rows[going], child[going]] = True
+            nxt = waited[rows, pos]
+            ends = nxt < 0
+            gap = cs[rows, pos] - np.where(ends, low, he[rows, np.maximum(nxt, 0)])
+            mine += np.where(going, gap, 0)
+            going &= ~ends
+            pos = np.where(going, nxt, pos)
         own[:, s] = np.where(a & valid.any(axis=1), mine, alone)
     return own
+
+
+_MAX = np.iinfo(np.int64).max
+_MIN = np.iinfo(np.int64).min
+
+
+def _latest(mask: np.ndarray, keys: tuple[np.ndarray, ...], index: np.ndarray) -> np.ndarray:
+    """Along the last axis, the position among ``mask`` with the largest ``keys`` (in
+    turn), then the largest ``index``: the tie-break of the dependency model."""
+    candidates = mask
+    for key in keys:
+        top = np.where(candidates, key, _MIN).max(axis=-1, keepdims=True)
+        candidates = candidates & (key == top)
+    ranked = np.where(candidates, index, -1)
+    return ranked.argmax(axis=-1)
 
 
 def sums(own: np.ndarray, column: np.ndarray, width: int) -> np.ndarray:

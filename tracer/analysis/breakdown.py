@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
-from tracer.analysis.critical_path import marks, own_times, ttft_view
+from tracer.analysis.critical_path import marks, trace_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace
 from tracer.spans._numbers import token_count
 from tracer.spans.model import Span
@@ -204,7 +204,7 @@ def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:
 
 def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
     """Attribute ``trace`` along its critical path, grouped by ``group_by``."""
-    own = own_times(trace.root, trace.children, trace.start, trace.end)
+    own = trace_times(trace)
     groups = _sum_groups(trace, own, group_by)
     hops: dict[tuple[str, str], int] = {}
     hop_of = trace.hop
@@ -219,7 +219,7 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
     if point is not None and root_start < point:
         point = min(point, trace.end[trace.root])
         ends, included = ttft_view(trace, point, corrected)
-        t_own = own_times(trace.root, trace.children, trace.start, ends, included)
+        t_own = trace_times(trace, ends, included)
         ttft_groups = _sum_groups(trace, t_own, group_by)
         ttft_ns = point - root_start
     inner = None

@@ -1,89 +1,63 @@
 """Critical-path attribution of one trace (``docs/analysis.md``, critical path) and its TTFT view.
 
 :func:`own_times` walks back from the root's end into the last-finishing child,
-repeatedly, as Jaeger UI and Uber's CRISP do; every instant of the root's interval
-goes to exactly one span, so the stage times of a trace sum to its end-to-end time.
+repeatedly, as Jaeger UI and Uber's CRISP do, over the trace's dependency model
+(:mod:`tracer.analysis.dependencies`, which the what-if reads too); every instant of
+the root's interval goes to exactly one span, so the stage times of a trace sum to its
+end-to-end time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
 
+from tracer.analysis.dependencies import Dependencies, critical_times, dependencies
 from tracer.analysis.prepare import PreparedTrace
 
-__all__ = ["marks", "own_times", "ttft_view"]
-
-N = TypeVar("N", int, float)
+__all__ = ["marks", "own_times", "trace_dependencies", "trace_times", "ttft_view"]
 
 
 def own_times(
     root: int,
     children: Sequence[Sequence[int]],
-    start: Sequence[N],
-    end: Sequence[N],
+    start: Sequence[int],
+    end: Sequence[int],
     included: Sequence[bool] | None = None,
-) -> dict[int, N]:
-    """Critical-path own time (ns) of each span that gets any, over [start[root], end[root]].
+    blocking: Sequence[bool] | None = None,
+) -> dict[int, int]:
+    """Critical-path own time (ns) of each span that gets any, over [start[root], end[root]]:
+    :func:`~tracer.analysis.dependencies.critical_times` of the trace's dependency model.
 
     Args:
         root: index of the root span.
         children: children of each span.
         start, end: span times (ns).
         included: when given, spans marked False are left out.
+        blocking: when given, children marked False do not hold their parent up.
     """
-    own: dict[int, N] = {}
-    stack = [(root, start[root], end[root])]
-    while stack:
-        s, lo, hi = stack.pop()
-        if hi < lo:
-            hi = lo
-        below = children[s]
-        if len(below) == 1 and (included is None or included[below[0]]):
-            # One child, the common case in a chain of calls: no sorting needed.
-            c = below[0]
-            cs = start[c] if start[c] > lo else lo
-            ce = end[c] if end[c] < hi else hi
-            if cs < hi and ce >= cs:
-                mine = (hi - ce) + (cs - lo)
-                stack.append((c, cs, ce))
-                if mine:
-                    own[s] = mine
-                continue
-            below = ()
-        if not below:
-            if hi > lo:
-                own[s] = hi - lo
-            continue
-        kids = []
-        for c in children[s]:
-            if included is not None and not included[c]:
-                continue
-            cs = start[c] if start[c] > lo else lo
-            ce = end[c] if end[c] < hi else hi
-            if cs >= hi or ce < cs:
-                continue
-            kids.append((ce, end[c], cs, c))
-        if not kids:
-            if hi > lo:
-                own[s] = hi - lo
-            continue
-        # Latest (clipped) end first, ties to the latest real end; a candidate must
-        # start before the cursor.
-        kids.sort(reverse=True)
-        cursor = hi
-        mine = hi - hi  # zero of the time type
-        for ce, _real_end, cs, c in kids:
-            if cs >= cursor:
-                continue  # parallel with a chosen sibling that started no later
-            clipped = ce if ce < cursor else cursor
-            mine += cursor - clipped
-            stack.append((c, cs, clipped))
-            cursor = cs
-        mine += cursor - lo
-        if mine:
-            own[s] = mine
-    return own
+    return critical_times(dependencies(root, children, start, end, included, blocking))
+
+
+def trace_dependencies(
+    trace: PreparedTrace, end: Sequence[int] | None = None, included: Sequence[bool] | None = None
+) -> Dependencies:
+    """The dependency model of a prepared trace (or of its TTFT view: ``end``,
+    ``included``)."""
+    return dependencies(
+        trace.root,
+        trace.children,
+        trace.start,
+        trace.end if end is None else end,
+        included,
+        trace.blocking,
+    )
+
+
+def trace_times(
+    trace: PreparedTrace, end: Sequence[int] | None = None, included: Sequence[bool] | None = None
+) -> dict[int, int]:
+    """:func:`own_times` of a prepared trace (or of its TTFT view: ``end``, ``included``)."""
+    return critical_times(trace_dependencies(trace, end, included))
 
 
 def marks(trace: PreparedTrace) -> list[int | None]:

@@ -22,7 +22,7 @@ from tracer.spans.model import (
     Warnings,
 )
 
-__all__ = ["PreparedTrace", "StageMap", "prepare"]
+__all__ = ["PreparedTrace", "StageMap", "blocking_of", "prepare"]
 
 #: A user's stage map (``--stage-map``).
 StageMap = StageMapRules
@@ -38,7 +38,9 @@ class PreparedTrace:
     children (orphans are children of the root); ``stage`` is the resolved stage;
     ``hop`` is ``(from service, to service)`` for network spans, else None. The last
     ``synthetic`` spans are an engine request span's queue, prefill and decode
-    intervals (``docs/analysis.md``, sub-stages), children of that span.
+    intervals (``docs/analysis.md``, sub-stages), children of that span. ``blocking``
+    marks the children that hold their parent up (None: all of them): a CONSUMER
+    child of a PRODUCER span does not (``docs/analysis.md``, the dependency model).
     """
 
     trace_id: str
@@ -52,6 +54,7 @@ class PreparedTrace:
     hop: list[tuple[str, str] | None]
     order: list[int]
     synthetic: int = 0
+    blocking: list[bool] | None = None
 
     @property
     def e2e_ns(self) -> int:
@@ -123,9 +126,21 @@ def prepare(
     _fix_clocks(spans, order, children, start, end, issues)
     stage, hop, engines = _resolve_stages(spans, order, parent, children, root, stage_map)
     trace = PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
+    trace.blocking = blocking_of(spans, parent)
     if engines:
         _add_engine_phases(trace, engines)
     return trace
+
+
+def blocking_of(spans: Sequence[Span], parent: Sequence[int]) -> list[bool] | None:
+    """Which spans hold their parent up, or None when all do: a CONSUMER child of a
+    PRODUCER span does not (a producer does not wait for its consumer)."""
+    if not any(s.kind == KIND_PRODUCER for s in spans):
+        return None
+    return [
+        not (p >= 0 and s.kind == KIND_CONSUMER and spans[p].kind == KIND_PRODUCER)
+        for s, p in zip(spans, parent, strict=False)
+    ]
 
 
 def _differs(a: Span, b: Span) -> bool:
@@ -295,6 +310,8 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
                 )  # fmt: skip
             )
             parent.append(e)
+            if trace.blocking is not None:
+                trace.blocking.append(True)
             trace.children.append([])
             trace.children[e].append(k)
             trace.start.append(lo)

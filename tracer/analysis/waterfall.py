@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis
-from tracer.analysis.critical_path import own_times
+from tracer.analysis.critical_path import trace_times
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import KIND_CLIENT, Warnings
@@ -48,7 +48,7 @@ def waterfall(trace: PreparedTrace, label: str, max_rows: int = 60) -> Waterfall
     stretches its remote children do not cover as ``gaps``: the time on the wire.
     """
     t0 = trace.start[trace.root]
-    own = own_times(trace.root, trace.children, trace.start, trace.end)
+    own = trace_times(trace)
     rows: list[WaterfallRow] = []
     stack = [(trace.root, 0)]
     while stack and len(rows) < max_rows:

@@ -1,12 +1,13 @@
 """What-if: "stage X becomes k times faster" (``docs/analysis.md``, what-if).
 
-Every trace is retimed with its dependencies kept: the own time of spans in stage X is
-divided by k, everything else keeps its length. A child keeps its start offset from
-its anchor (the latest-ending earlier sibling that ended at or before its start, else
-its parent's start); that offset is the parent's own time, so it shrinks only when the
-parent is in X. A span ends its own trailing time after its children's new ends. On a
-sequential chain this is Amdahl's law on the critical path; with parallel work a
-sibling that was hidden can become critical.
+Every trace is retimed with its dependencies kept (:mod:`tracer.analysis.dependencies`,
+the model the critical-path walk reads too): the own time of spans in stage X is
+divided by k, everything else keeps its length. A child starts its offset after the
+latest new end of the earlier siblings it waited for, else after its parent's start;
+that offset is the parent's own time, so it shrinks only when the parent is in X. A
+span ends its own trailing time after its children's new ends. On a sequential chain
+this is Amdahl's law on the critical path; with parallel work a sibling that was
+hidden can become critical.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from tracer.analysis._sketch import sketch_note
 from tracer.analysis._table import _NONE, Columns, Projected
 from tracer.analysis.aggregate import NS_PER_MS, Stats, stats
 from tracer.analysis.breakdown import client_first_token, group_key
-from tracer.analysis.critical_path import own_times, ttft_view
+from tracer.analysis.critical_path import trace_dependencies, ttft_view
+from tracer.analysis.dependencies import critical_times
+from tracer.analysis.dependencies import retime as retime_model
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
@@ -62,117 +65,17 @@ class WhatIf:
 
 def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float], list[float]]:
     """New (start, end) of every span when ``stage`` (and its sub-stages) is ``speedup``
-    times faster.
+    times faster, the trace's dependencies kept (:func:`tracer.analysis.dependencies.retime`).
 
     Times are nanoseconds relative to the root's start (floats: small numbers keep
     their precision).
     """
-    return _retime(trace, trace.end, trace.children, _factors(trace, stage, speedup))
+    return retime_model(trace_dependencies(trace), _factors(trace, stage, speedup))
 
 
 def _factors(trace: PreparedTrace, stage: str, speedup: float) -> list[float]:
     """Each span's time factor: 1 / ``speedup`` in ``stage`` (or its sub-stages), else 1."""
     return [1.0 / speedup if covers(stage, x) else 1.0 for x in trace.stage]
-
-
-def _retime(
-    trace: PreparedTrace, end: list[int], children: list[list[int]], factor: list[float]
-) -> tuple[list[float], list[float]]:
-    """:func:`retime` of ``trace`` with these ends and children (the trace's own, or its
-    time-to-first-token view's) and per-span factors."""
-    n = len(trace.spans)
-    lo = [0] * n
-    hi = [0] * n
-    root = trace.root
-    base = trace.start[root]
-    lo[root], hi[root] = 0, end[root] - base
-    for p in trace.order:  # clip children to their parent's (clipped) interval
-        for c in children[p]:
-            cs = min(max(trace.start[c] - base, lo[p]), hi[p])
-            lo[c] = cs
-            hi[c] = max(min(end[c] - base, hi[p]), cs)
-    new_start = [0.0] * n
-    new_end = [0.0] * n
-    new_start[root] = float(lo[root])
-    # Depth first without recursion (chains of any depth): a frame per span whose
-    # children are being placed; a child is placed only after its earlier siblings'
-    # whole subtrees, since its anchor's new end depends on them.
-    stack = [_Frame(root, lo, hi, children[root])]
-    while stack:
-        frame = stack[-1]
-        p = frame.parent
-        if frame.next < len(frame.kids):
-            c = frame.kids[frame.next]
-            # The first child placed has no earlier sibling to follow.
-            anchor = frame.anchor_for(frame.next) if len(frame.kids) > 1 else -1
-            if anchor >= 0:
-                new_start[c] = new_end[anchor] + (lo[c] - hi[anchor]) * factor[p]
-            else:
-                new_start[c] = new_start[p] + (lo[c] - lo[p]) * factor[p]
-            frame.next += 1
-            if children[c]:
-                stack.append(_Frame(c, lo, hi, children[c]))
-            else:  # a leaf ends its own (scaled) length after its start, as a popped frame
-                new_end[c] = new_start[c] + (hi[c] - lo[c]) * factor[c]
-            continue
-        stack.pop()
-        if frame.kids:
-            last = max(hi[c] for c in frame.kids)
-            new_end[p] = max(new_end[c] for c in frame.kids) + (hi[p] - last) * factor[p]
-        else:
-            new_end[p] = new_start[p] + (hi[p] - lo[p]) * factor[p]
-    return new_start, new_end
-
-
-class _Frame:
-    """The children of one span in placing order, and the search for their anchors.
-
-    A child's anchor is the earlier-placed sibling with the latest end at or before the
-    child's start (the first placed among equals). Children are placed by start, so
-    the threshold only grows: siblings sorted by end are taken in once each, which
-    keeps a span with many children at O(n log n).
-    """
-
-    __slots__ = ("parent", "kids", "next", "_lo", "_hi", "_by_end", "_taken", "_best", "_waiting")
-
-    def __init__(self, parent: int, lo: list[int], hi: list[int], children: list[int]) -> None:
-        self.parent = parent
-        self.next = 0
-        self._lo = lo
-        self._hi = hi
-        if len(children) == 1:  # a chain of calls: nothing to sort
-            self.kids = list(children)
-            self._by_end = [0]
-        else:
-            self.kids = sorted(children, key=lambda c: (lo[c], hi[c]))
-            self._by_end = sorted(range(len(self.kids)), key=lambda j: (hi[self.kids[j]], j))
-        self._taken = 0
-        self._best = -1  # position in kids
-        self._waiting: list[int] = []  # ended early enough, but not placed yet
-
-    def _consider(self, j: int) -> None:
-        hi, kids, best = self._hi, self.kids, self._best
-        if best < 0 or hi[kids[j]] > hi[kids[best]] or (hi[kids[j]] == hi[kids[best]] and j < best):
-            self._best = j
-
-    def anchor_for(self, position: int) -> int:
-        """The anchor (a span index, or -1) of the child at ``position``."""
-        kids, hi = self.kids, self._hi
-        start = self._lo[kids[position]]
-        while self._taken < len(self._by_end) and hi[kids[self._by_end[self._taken]]] <= start:
-            j = self._by_end[self._taken]
-            self._taken += 1
-            if j < position:
-                self._consider(j)
-            else:  # itself or a later sibling (zero-length, same start): once placed
-                self._waiting.append(j)
-        if self._waiting:
-            ready = [j for j in self._waiting if j < position]
-            if ready:
-                self._waiting = [j for j in self._waiting if j >= position]
-                for j in ready:
-                    self._consider(j)
-        return kids[self._best] if self._best >= 0 else -1
 
 
 def what_if(
@@ -223,13 +126,15 @@ class Projection:
         """The trace's retimed end-to-end time, TTFT and stage times."""
         stage, speedup = self.stage, self.speedup
         factor = _factors(trace, stage, speedup)
-        new_start, new_end = _retime(trace, trace.end, trace.children, factor)
+        deps = trace_dependencies(trace)
+        new_start, new_end = retime_model(deps, factor)
         before: dict[str, int] = {}
         after: dict[str, float] = {}
-        for i, t in own_times(trace.root, trace.children, trace.start, trace.end).items():
+        for i, t in critical_times(deps).items():
             key = group_key(trace, i, "stage")
             before[key] = before.get(key, 0) + t
-        for i, u in own_times(trace.root, trace.children, new_start, new_end).items():
+        # The critical path of the retimed trace, through the same dependencies.
+        for i, u in critical_times(deps, new_start, new_end).items():
             key = group_key(trace, i, "stage")
             after[key] = after.get(key, 0.0) + u
         return Projected(
@@ -327,8 +232,7 @@ def _retimed_ttft(trace: PreparedTrace, factor: list[float]) -> tuple[int, float
         return None
     point = min(point, trace.end[root])
     ends, included = ttft_view(trace, point)
-    children = [[c for c in kids if included[c]] for kids in trace.children]
-    new_start, new_end = _retime(trace, ends, children, factor)
+    new_start, new_end = retime_model(trace_dependencies(trace, ends, included), factor)
     return point - trace.start[root], new_end[root] - new_start[root]
 
 

@@ -159,6 +159,19 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
     show_default=True,
     help="Seconds to wait for the traces to arrive.",
 )
+@click.option(
+    "--slo",
+    metavar="METRIC=LIMIT[,...]",
+    help="Limits every request must meet, in ms or s: ttft, tpot, itl, e2e (e.g. "
+    "ttft=200ms,e2e=2s); adds goodput and SLO attainment per level.",
+)
+@click.option(
+    "--slo-attainment",
+    default=0.9,
+    show_default=True,
+    help="With --slo: the fraction of a level's requests that must meet it for the level "
+    "to meet the SLO.",
+)
 @format_option
 def bench(
     url: str,
@@ -174,12 +187,15 @@ def bench(
     max_answer_bytes: str,
     traces_source: str | None,
     traces_wait: float,
+    slo: str | None,
+    slo_attainment: float,
     fmt: str,
     output: str | None,
     jaeger_url: str,
 ) -> None:
     """Benchmark an OpenAI-compatible endpoint: warm-up, fixed max_tokens,
-    concurrency sweep, P50/P90/P99, TTFC, ITL, tokens/s and the knee.
+    concurrency sweep, P50/P90/P99, TTFC, ITL, tokens/s, goodput with --slo, and the
+    knee.
 
     URL is an OpenAI-style base URL (http://host:port/v1). Every request is a traced
     client span (context propagated) sent to OTEL_EXPORTER_OTLP_ENDPOINT.
@@ -191,7 +207,9 @@ def bench(
     from collector import default_store_path
     from collector.memory import parse_size
     from tracer._setup import prefer_prompt_export
+    from tracer._sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
+    from tracer.analysis.slo import parse_slo
     from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench, warmup_requests
 
     levels = _levels(concurrency)
@@ -199,6 +217,8 @@ def bench(
     answer_limit = parse_size(max_answer_bytes, "--max-answer-bytes")
     if answer_limit <= 0:
         raise ConfigError(f"--max-answer-bytes must be positive, got {max_answer_bytes!r}")
+    limits = parse_slo(slo) if slo is not None else None
+    check_slo(limits, stream, slo_attainment)
     err = Console(stderr=True)
     notes: list[str] = []
     ours = False
@@ -237,6 +257,8 @@ def bench(
                 timeout_s=timeout,
                 max_answer_bytes=answer_limit,
                 progress=lambda label, n: progress.update(task, advance=n, description=label),
+                slo=limits,
+                slo_attainment=slo_attainment,
             )
     finally:
         if ours:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         whatif_headline,
         whatif_sections,
     )
+    from tracer.analysis.render.slo import slo_dict, slo_sections
     from tracer.analysis.render.split import (
         split_analysis_dict,
         split_analysis_sections,
@@ -49,6 +50,8 @@ _HOME = {
     "comparison_dict": "tracer.analysis.render.json_out",
     "comparison_sections": "tracer.analysis.render.sections",
     "dumps": "tracer.analysis.render.json_out",
+    "slo_dict": "tracer.analysis.render.slo",
+    "slo_sections": "tracer.analysis.render.slo",
     "split_analysis_dict": "tracer.analysis.render.split",
     "split_analysis_sections": "tracer.analysis.render.split",
     "split_budget_dict": "tracer.analysis.render.split",
@@ -76,6 +79,8 @@ __all__ = [
     "comparison_dict",
     "comparison_sections",
     "dumps",
+    "slo_dict",
+    "slo_sections",
     "split_analysis_dict",
     "split_analysis_sections",
     "split_budget_dict",

@@ -1,0 +1,73 @@
+"""SLO attainment over traces (``hoptrace analyze --slo``) as JSON and as a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracer.analysis.render.json_out import number
+from tracer.analysis.render.sections import Section, fmt_ms, fmt_pct, group_label
+from tracer.analysis.slo import SloAnalysis
+
+__all__ = ["slo_dict", "slo_sections"]
+
+
+def slo_dict(result: SloAnalysis) -> dict[str, Any]:
+    """The ``slo`` object ``analyze --slo --format json`` adds (``docs/analysis.md``)."""
+    return {
+        "limits_ms": {m: number(v) for m, v in result.slo.limits_ms},
+        "traces": result.traces,
+        "meeting": result.meeting,
+        "missing": result.missing,
+        "attainment": number(result.attainment),
+        "attainment_by_metric": {m: number(v) for m, v in result.attainment_by_metric},
+        "without_ttft": result.without_ttft,
+        "lost_by": [
+            {
+                "name": g.name,
+                "missing_mean_ms": number(g.missing_mean_ms),
+                "meeting_mean_ms": number(g.meeting_mean_ms),
+                "extra_ms": number(g.extra_ms),
+            }
+            for g in result.losses
+        ],
+    }
+
+
+def slo_sections(result: SloAnalysis) -> list[Section]:
+    """Attainment, and per group how much longer it took in the traces that miss."""
+    by_stage = result.group_by == "stage"
+    section = Section(
+        f"SLO {result.slo.describe()}: {fmt_pct(result.attainment)} of {result.traces} "
+        "traces meet it",
+        [result.group_by, "mean ms, missing", "mean ms, meeting", "extra ms when missing"],
+    )
+    for g in result.losses:
+        section.rows.append(
+            [
+                group_label(g.name, by_stage),
+                fmt_ms(g.missing_mean_ms),
+                fmt_ms(g.meeting_mean_ms),
+                f"{round(g.extra_ms, 1) or 0.0:+,.1f}",
+            ]
+        )
+    section.notes.append(
+        "per limit: "
+        + ", ".join(f"{m} {fmt_pct(v)}" for m, v in result.attainment_by_metric)
+        + f"; {result.missing} traces miss at least one"
+    )
+    if result.losses and result.losses[0].extra_ms > 0:
+        top = result.losses[0]
+        section.notes.append(
+            f"where the SLO is lost: {top.name} took {top.extra_ms:,.1f} ms more (mean) in "
+            "the traces that miss it than in those that meet it"
+        )
+    elif not result.losses:
+        section.notes.append(
+            "every trace meets the SLO" if not result.missing else "no trace meets the SLO"
+        )
+    if result.without_ttft:
+        section.notes.append(
+            f"{result.without_ttft} traces have no time to first token (not streamed): "
+            "they count as missing the ttft limit"
+        )
+    return [section]
