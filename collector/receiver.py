@@ -281,6 +281,10 @@ class OtlpReceiver:
         # Memory is held for the bytes that have arrived (what decoding them will take),
         # grown as the body comes in: a body that trickles in holds next to nothing.
         ratio = _GZIP_RATIO if encoding == "gzip" else 1
+        if declared is not None and not self.budget.fits(
+            request_cost(min(self.max_body_bytes, declared * ratio), kind)
+        ):
+            raise self._full()  # what it says it will need is not free now: not read at all
         reservation = self.budget.reserve(request_cost(0, kind))
         if reservation is None:
             raise self._full()
