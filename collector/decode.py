@@ -15,6 +15,7 @@ resource) are added up for the receiver's ``/healthz``.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -194,11 +195,26 @@ class _JsonUnits:
                     yield {"resourceSpans": [{"resource": rs["resource"], "scopeSpans": [scope]}]}
 
 
+#: Put where a body's bytes are not UTF-8 (a noncharacter, which no exporter sends),
+#: so that the span holding them can be found and rejected alone.
+_NOT_UTF8 = "\ufdd0"
+_NOT_UTF8_BYTES = _NOT_UTF8.encode()
+codecs.register_error("hoptrace-not-utf8", lambda exc: (_NOT_UTF8, exc.end))  # type: ignore[attr-defined]
+
+
 def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
+    marked = False
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise RequestError(400, f"body is not valid JSON ({exc})") from exc
+        if "UTF-8" not in str(exc):
+            raise RequestError(400, f"body is not valid JSON ({exc})") from exc
+        # A string that is not UTF-8 costs its span, as in protobuf: mark the bytes.
+        marked = True
+        try:
+            obj = orjson.loads(body.decode("utf-8", errors="hoptrace-not-utf8"))
+        except orjson.JSONDecodeError as again:
+            raise RequestError(400, f"body is not valid JSON ({again})") from again
     if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
         raise RequestError(
             400, 'JSON body is not an OTLP export request: expected {"resourceSpans": [...]}'
@@ -222,12 +238,33 @@ def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
             if resource is not None and type(resource) is not dict:
                 rejections.add("its resource is not an object", resource, spans=len(spans))
                 continue
-            good = [raw for raw in spans if _json_span_ok(raw, rejections)]
+            if marked and _not_utf8(resource):
+                rejections.add(
+                    "its resource holds a string that is not valid UTF-8", None, len(spans)
+                )
+                continue
+            good = [
+                raw
+                for raw in spans
+                if _json_span_ok(raw, rejections)
+                and not (marked and _span_not_utf8(raw, rejections))
+            ]
             if good:
                 good_scopes.append({"spans": good})
         if good_scopes:
             kept.append({"resource": resource, "scopeSpans": good_scopes})
     return _JsonUnits(kept, sender_dropped), total
+
+
+def _not_utf8(value: Any) -> bool:
+    return _NOT_UTF8_BYTES in orjson.dumps(value)
+
+
+def _span_not_utf8(raw: Any, rejections: Rejections) -> bool:
+    if _not_utf8(raw):
+        rejections.add("the span holds a string that is not valid UTF-8")
+        return True
+    return False
 
 
 def _json_dropped(attributes: Any) -> int:

@@ -41,3 +41,29 @@ def test_a_span_name_that_is_not_utf8_costs_only_its_span(tmp_path: Path):
     )
     with SpanStore(tmp_path / "spans.db") as store:
         assert store.count() == 2 + 3
+
+
+def test_a_json_span_with_bytes_that_are_not_utf8_costs_only_its_span(tmp_path: Path):
+    import orjson
+
+    from tests.hostile.spans import span, trio
+
+    body = orjson.dumps(trio()).replace(b'"name":"op"', b'"name":"BADNAME"', 1)
+    body = body.replace(b"BADNAME", b"BAD\xffAME")
+    other = orjson.dumps(
+        {"resourceSpans": [{"resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "BADSVC"}}]},
+            "scopeSpans": [{"spans": [span("4" * 16, trace_id="cd" * 16)]}]}]}
+    ).replace(b"BADSVC", b"BAD\xfeSVC")  # fmt: skip
+    collector = CollectorProcess(tmp_path / "spans.db")
+    try:
+        one = httpx.post(collector.endpoint + "/v1/traces", content=body, headers=bodies.JSON)
+        two = httpx.post(collector.endpoint + "/v1/traces", content=other, headers=bodies.JSON)
+    finally:
+        collector.stop()
+    assert one.status_code == 200 and two.status_code == 200
+    assert one.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert "the span holds a string that is not valid UTF-8" in one.text
+    assert "its resource holds a string that is not valid UTF-8" in two.text
+    with SpanStore(tmp_path / "spans.db") as store:
+        assert store.count() == 2
