@@ -133,13 +133,17 @@ def serve(
     server = _Server(app, host, port)
     try:
         server.run()
+    except SystemExit:  # uvicorn's exit when it cannot bind: said in one line below
+        if server.started:
+            raise
     finally:
         app.close()
         store.close()
     if not server.started:
         raise ReceiverError(
-            f"could not listen on {host}:{port}; is another collector running? "
-            "Pick another port with --port"
+            f"could not listen on {host}:{port}; is another collector running, or is "
+            f"{host} not an address of this machine? Pick another port with --port or "
+            "another --host"
         )
     return app.health()
 

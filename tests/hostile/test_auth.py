@@ -43,7 +43,9 @@ def test_binding_beyond_loopback_without_a_token_warns(tmp_path: Path):
         "collect", "--host", "192.0.2.1", "--port", str(free_port()),
         "--store", str(tmp_path / "s.db"), timeout=30,
     )  # fmt: skip
-    assert result.returncode != 0
+    assert result.returncode == 2
+    assert "hoptrace: error: could not listen on 192.0.2.1" in result.stderr
+    assert "Traceback" not in result.stderr
     assert "warning: --host 192.0.2.1 accepts spans from other machines" in result.stderr
     assert "authentication: off" in result.stderr
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
