@@ -1,7 +1,8 @@
 """Just enough of the protobuf wire format to take a request apart without parsing it.
 
-Used when the protobuf parser refuses a whole request for nesting too deep: the
-request is cut into its resource, scope and span messages, and each is parsed alone.
+Used when the protobuf parser refuses a whole request for one part (nesting too deep,
+a string that is not UTF-8): the request is cut into its resource, scope and span
+messages, and each is parsed alone.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ resource) are added up for the receiver's ``/healthz``.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -194,11 +195,26 @@ class _JsonUnits:
                     yield {"resourceSpans": [{"resource": rs["resource"], "scopeSpans": [scope]}]}
 
 
+#: Put where a body's bytes are not UTF-8 (a noncharacter, which no exporter sends),
+#: so that the span holding them can be found and rejected alone.
+_NOT_UTF8 = "\ufdd0"
+_NOT_UTF8_BYTES = _NOT_UTF8.encode()
+codecs.register_error("hoptrace-not-utf8", lambda exc: (_NOT_UTF8, exc.end))  # type: ignore[attr-defined]
+
+
 def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
+    marked = False
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise RequestError(400, f"body is not valid JSON ({exc})") from exc
+        if "UTF-8" not in str(exc):
+            raise RequestError(400, f"body is not valid JSON ({exc})") from exc
+        # A string that is not UTF-8 costs its span, as in protobuf: mark the bytes.
+        marked = True
+        try:
+            obj = orjson.loads(body.decode("utf-8", errors="hoptrace-not-utf8"))
+        except orjson.JSONDecodeError as again:
+            raise RequestError(400, f"body is not valid JSON ({again})") from again
     if not isinstance(obj, dict) or not isinstance(obj.get("resourceSpans"), list):
         raise RequestError(
             400, 'JSON body is not an OTLP export request: expected {"resourceSpans": [...]}'
@@ -222,12 +238,33 @@ def _json_units(body: bytes, rejections: Rejections) -> tuple[_JsonUnits, int]:
             if resource is not None and type(resource) is not dict:
                 rejections.add("its resource is not an object", resource, spans=len(spans))
                 continue
-            good = [raw for raw in spans if _json_span_ok(raw, rejections)]
+            if marked and _not_utf8(resource):
+                rejections.add(
+                    "its resource holds a string that is not valid UTF-8", None, len(spans)
+                )
+                continue
+            good = [
+                raw
+                for raw in spans
+                if _json_span_ok(raw, rejections)
+                and not (marked and _span_not_utf8(raw, rejections))
+            ]
             if good:
                 good_scopes.append({"spans": good})
         if good_scopes:
             kept.append({"resource": resource, "scopeSpans": good_scopes})
     return _JsonUnits(kept, sender_dropped), total
+
+
+def _not_utf8(value: Any) -> bool:
+    return _NOT_UTF8_BYTES in orjson.dumps(value)
+
+
+def _span_not_utf8(raw: Any, rejections: Rejections) -> bool:
+    if _not_utf8(raw):
+        rejections.add("the span holds a string that is not valid UTF-8")
+        return True
+    return False
 
 
 def _json_dropped(attributes: Any) -> int:
@@ -291,7 +328,7 @@ def _proto_units(body: bytes, rejections: Rejections) -> tuple[_ProtoUnits, int]
     try:
         request = ExportTraceServiceRequest.FromString(body)
     except DecodeError as exc:
-        if "MaxDepth" not in str(exc):
+        if _part_problem(exc) is None:
             raise RequestError(400, f"body is not a valid OTLP protobuf message ({exc})") from exc
         request, total = _salvage(body, rejections)
     else:
@@ -301,11 +338,26 @@ def _proto_units(body: bytes, rejections: Rejections) -> tuple[_ProtoUnits, int]
     return _ProtoUnits(request), total
 
 
+def _part_problem(exc: DecodeError) -> str | None:
+    """What a parse error says of one part (a span, a resource), when reading the parts
+    alone can keep the others: nesting past the parser's depth, a string that is not
+    UTF-8. None: the bytes are broken as a whole."""
+    text = str(exc)
+    if "MaxDepth" in text:
+        return f"nests deeper than {MAX_VALUE_DEPTH} levels"
+    if "UTF-8" in text:
+        return "holds a string that is not valid UTF-8"
+    return None
+
+
 def _salvage(body: bytes, rejections: Rejections) -> tuple[ExportTraceServiceRequest, int]:
     """The request rebuilt from the parts the protobuf parser can read one at a time.
 
     The parser stops at a nesting depth counted from the request; read alone, a span
-    gets the levels above it back, and one nested deeper still is rejected alone.
+    gets the levels above it back, and one nested deeper still is rejected alone. A
+    string that is not UTF-8 (proto3 ``string`` fields must be) makes the parser refuse
+    the whole request; read alone, it costs only the span (or the resource's or
+    scope's spans) that holds it.
     """
     out = ExportTraceServiceRequest()
     total = 0
@@ -316,31 +368,31 @@ def _salvage(body: bytes, rejections: Rejections) -> tuple[ExportTraceServiceReq
             n_spans = sum(len(spans) for _, spans in parts)
             total += n_spans
             rs = out.resource_spans.add()
-            if not _merge(rs, rs_rest):
-                rejections.add(
-                    f"its resource nests deeper than {MAX_VALUE_DEPTH} levels", None, n_spans
-                )
+            problem = _merge(rs, rs_rest)
+            if problem is not None:
+                rejections.add(f"its resource {problem}", None, n_spans)
                 del out.resource_spans[-1]
                 continue
             for ss_rest, spans in parts:
                 ss = rs.scope_spans.add()
-                if not _merge(ss, ss_rest):
-                    rejections.add(
-                        f"its scope nests deeper than {MAX_VALUE_DEPTH} levels", None, len(spans)
-                    )
+                problem = _merge(ss, ss_rest)
+                if problem is not None:
+                    rejections.add(f"its scope {problem}", None, len(spans))
                     del rs.scope_spans[-1]
                     continue
                 for raw in spans:
-                    if not _merge(ss.spans.add(), raw):
-                        rejections.add(_TOO_DEEP)
+                    problem = _merge(ss.spans.add(), raw)
+                    if problem is not None:
+                        rejections.add(_TOO_DEEP if "deeper" in problem else f"the span {problem}")
                         del ss.spans[-1]
     except WireError as exc:
         raise RequestError(400, f"body is not a valid OTLP protobuf message ({exc})") from exc
     return out, total
 
 
-def _merge(message: Any, data: bytes) -> bool:
-    """Parse ``data`` into ``message``; False when it nests too deep to parse.
+def _merge(message: Any, data: bytes) -> str | None:
+    """Parse ``data`` into ``message``; what is wrong with it when it cannot be read
+    alone (:func:`_part_problem`), else None.
 
     Raises:
         WireError: ``data`` is broken in another way.
@@ -348,7 +400,8 @@ def _merge(message: Any, data: bytes) -> bool:
     try:
         message.MergeFromString(data)
     except DecodeError as exc:
-        if "MaxDepth" not in str(exc):
+        problem = _part_problem(exc)
+        if problem is None:
             raise WireError(str(exc)) from exc
-        return False
-    return True
+        return problem
+    return None

@@ -134,6 +134,11 @@ class MemoryBudget:
         self.refused = 0
         self._lock = threading.Lock()
 
+    def fits(self, n_bytes: int) -> bool:
+        """True when ``n_bytes`` more would fit now (nothing is reserved)."""
+        with self._lock:
+            return self.in_flight_bytes + n_bytes <= self.limit_bytes
+
     def reserve(self, n_bytes: int) -> Reservation | None:
         """A reservation of ``n_bytes``, or None (counted as refused) when it does not fit."""
         with self._lock:

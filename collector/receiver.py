@@ -6,16 +6,19 @@ exporters send them. A batch is answered 200 only after it is committed to the s
 
 What it answers:
 
-- **200** after commit. Spans that can never be stored (bad ids, times or numbers
-  outside int64, nesting deeper than :data:`collector.validate.MAX_VALUE_DEPTH`; see
-  :mod:`collector.validate`) are rejected one by one with OTLP partial success and the
+- **200** after commit. Spans that can never be stored (bad ids, times outside
+  1970..2200, latencies or token counts out of range, integers outside int64, nesting
+  deeper than :data:`collector.validate.MAX_VALUE_DEPTH`, strings that are not UTF-8;
+  see :mod:`collector.validate`) are rejected one by one with OTLP partial success and the
   reasons; the rest of the batch is stored.
 - **4xx** with the reason for a body that is not OTLP at all (400), a wrong content
-  type or encoding (415), a body over ``max_body_bytes`` (413), a missing token (401);
-  nothing of it is stored. No body gets a 500.
+  type or encoding (415), a body over ``max_body_bytes`` (413), a missing token (401),
+  a body slower than ``min_body_rate`` after ``body_timeout_s`` (408); nothing of it
+  is stored. No body gets a 500.
 - **503 with Retry-After** when the requests in flight already hold ``max_memory``
-  (the body is not read), when the store fails, or while the collector shuts down. The
-  exporter sends the batch again after the delay (OTLP/HTTP throttling).
+  (memory is held for the bytes of a body that have arrived, grown as it comes in),
+  when the store fails, or while the collector shuts down. The exporter sends the
+  batch again after the delay (OTLP/HTTP throttling).
 
 A request whose client has gone (timed out, closed the connection) is not decoded
 or written any further. Bodies are decoded one at a time on a worker thread, so the
@@ -53,12 +56,21 @@ from collector.store import SpanStore
 from collector.writer import ShuttingDown, Ticket, Writer
 from tracer._errors import ConfigError
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "RETRY_AFTER_S", "OtlpReceiver"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MIN_BODY_RATE",
+    "RETRY_AFTER_S",
+    "OtlpReceiver",
+]
 
 _logger = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 #: Seconds a refused exporter is asked to wait before sending again.
 RETRY_AFTER_S = 1
+#: Seconds a body may take before the minimum rate applies, and that rate in bytes/s.
+DEFAULT_BODY_TIMEOUT_S = 10.0
+DEFAULT_MIN_BODY_RATE = 32 * 1024
 #: Seconds a stopping collector keeps committing what it had queued; the rest is refused.
 DRAIN_S = 3.0
 #: How much a gzip body is reserved for, times its size, before it is inflated.
@@ -88,16 +100,22 @@ class OtlpReceiver:
     Args:
         store: where spans go.
         max_body_bytes: the largest body accepted, before and after gzip (413 past it).
-        token: when set, requests must carry ``Authorization: Bearer <token>`` (401).
+        token: when set, requests must carry ``Authorization: Bearer <token>`` (401);
+            an empty token is an error (it would turn authentication off).
         keep_content: store prompt and completion attributes too (by default they are
             dropped before the span is stored; see :func:`tracer.attributes.is_content_key`).
         max_memory: the most the requests in flight may hold, in bytes or as a size
             (``"512MiB"``); past it new requests get 503 with ``Retry-After``. None reads
             ``$HOPTRACE_MAX_MEMORY``, else 256 MiB (see :mod:`collector.memory`).
+        body_timeout_s: seconds a body may take before ``min_body_rate`` applies.
+        min_body_rate: bytes a second a body must average after ``body_timeout_s``;
+            a slower one is answered 408 and its memory given back, so uploads that
+            trickle in cannot hold the collector (default 32 KiB/s after 10 s).
 
     Raises:
-        ValueError: ``max_body_bytes`` is not positive, or ``max_memory`` cannot hold
-            one request of ``max_body_bytes`` (:class:`ConfigError`, a ValueError).
+        ValueError: ``max_body_bytes`` is not positive, ``token`` is empty, or
+            ``max_memory`` cannot hold one request of ``max_body_bytes``
+            (:class:`ConfigError`, a ValueError).
     """
 
     def __init__(
@@ -108,9 +126,20 @@ class OtlpReceiver:
         token: str | None = None,
         keep_content: bool = False,
         max_memory: int | str | None = None,
+        body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        min_body_rate: int = DEFAULT_MIN_BODY_RATE,
     ):
+        if not body_timeout_s > 0:
+            raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
+        if min_body_rate <= 0:
+            raise ValueError(f"min_body_rate must be positive, got {min_body_rate!r}")
         if max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, got {max_body_bytes!r}")
+        if token is not None and not token.strip():
+            raise ConfigError(
+                "the collector token is empty, which would turn authentication off; give a "
+                "token, or leave it unset to run without one"
+            )
         limit = resolve_max_memory(max_memory)
         need = request_cost(max_body_bytes, "json")
         if limit < need:
@@ -121,6 +150,8 @@ class OtlpReceiver:
             )
         self.store = store
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self.min_body_rate = min_body_rate
         self._token = token.encode() if token else None
         self.keep_content = keep_content
         self._content = None if keep_content else ContentFilter()
@@ -133,6 +164,7 @@ class OtlpReceiver:
         self.requests_rejected = 0
         self.requests_refused = 0
         self.requests_abandoned = 0
+        self.requests_too_slow = 0
         self.content_attributes_dropped = 0
         self.spans_dropped_by_senders = 0
         self._unexpected_logged = False
@@ -195,15 +227,19 @@ class OtlpReceiver:
                 pass
 
     def health(self) -> dict[str, Any]:
-        """What /healthz answers: counts, and the memory held by requests in flight."""
+        """What /healthz answers: counts, and the memory held by requests in flight.
+
+        Anyone who reaches the port may ask (no token), so it names no path or setting
+        beyond these counts and limits."""
         return {
             "status": "stopping" if self._closing else "ok",
-            "store": str(self.store.path),
+            "auth": self._token is not None,
             "spans_stored": self.spans_stored,
             "spans_rejected": self.spans_rejected,
             "requests_rejected": self.requests_rejected,
             "requests_refused": self.requests_refused,
             "requests_abandoned": self.requests_abandoned,
+            "requests_too_slow": self.requests_too_slow,
             "keep_content": self.keep_content,
             "content_attributes_dropped": self.content_attributes_dropped,
             "spans_dropped_by_senders": self.spans_dropped_by_senders,
@@ -242,19 +278,18 @@ class OtlpReceiver:
         if self._closing:
             raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
         kind = "json" if is_json else "protobuf"
-        size = declared if declared is not None else self.max_body_bytes
-        if encoding == "gzip":  # what it will likely inflate to; grown if it is more
-            size = min(self.max_body_bytes, size * _GZIP_RATIO)
-        reservation = self.budget.reserve(request_cost(size, kind))
+        # Memory is held for the bytes that have arrived (what decoding them will take),
+        # grown as the body comes in: a body that trickles in holds next to nothing.
+        ratio = _GZIP_RATIO if encoding == "gzip" else 1
+        if declared is not None and not self.budget.fits(
+            request_cost(min(self.max_body_bytes, declared * ratio), kind)
+        ):
+            raise self._full()  # what it says it will need is not free now: not read at all
+        reservation = self.budget.reserve(request_cost(0, kind))
         if reservation is None:
-            raise RequestError(
-                503,
-                f"the collector is at its memory limit ({self.budget.limit_bytes // MiB} MiB "
-                "held by requests in flight); send again after Retry-After",
-                RETRY_AFTER_S,
-            )
+            raise self._full()
         try:
-            box = [await self._read_body(receive, request)]
+            box = [await self._read_body(receive, request, reservation, kind, ratio)]
             watcher = asyncio.ensure_future(self._watch(receive, request))
             try:
                 decoded = await asyncio.get_running_loop().run_in_executor(
@@ -357,11 +392,36 @@ class OtlpReceiver:
                         request.ticket.abandon()
                 return
 
-    async def _read_body(self, receive: Receive, request: _Request) -> bytes:
+    def _full(self) -> RequestError:
+        return RequestError(
+            503,
+            f"the collector is at its memory limit ({self.budget.limit_bytes // MiB} MiB "
+            "held by requests in flight); send again after Retry-After",
+            RETRY_AFTER_S,
+        )
+
+    async def _read_body(
+        self, receive: Receive, request: _Request, reservation: Reservation, kind: str, ratio: int
+    ) -> bytes:
+        """The body, as it arrives: at least ``min_body_rate`` bytes a second once
+        ``body_timeout_s`` has passed (408 else), memory grown for each chunk (503 when
+        it does not fit), at most ``max_body_bytes`` (413)."""
         chunks: list[bytes] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         while True:
-            message = await receive()
+            # The body must keep up with the minimum rate after the grace time.
+            wait_s = started + self.body_timeout_s + size / self.min_body_rate - loop.time()
+            try:
+                message = await asyncio.wait_for(receive(), max(wait_s, 0.0))
+            except TimeoutError:
+                self.requests_too_slow += 1
+                raise RequestError(
+                    408,
+                    f"the body came slower than {self.min_body_rate} bytes/s after "
+                    f"{self.body_timeout_s:g} s ({size} bytes so far); send it again",
+                ) from None
             if message["type"] == "http.disconnect":
                 request.gone = True
                 self.requests_abandoned += 1
@@ -370,6 +430,10 @@ class OtlpReceiver:
             size += len(chunk)
             if size > self.max_body_bytes:
                 raise RequestError(413, f"body is over the limit of {self.max_body_bytes} bytes")
+            if chunk and not reservation.grow_to(
+                request_cost(min(self.max_body_bytes, size * ratio), kind)
+            ):
+                raise self._full()
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)

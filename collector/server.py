@@ -20,7 +20,13 @@ from types import FrameType
 
 import uvicorn
 
-from collector.receiver import DEFAULT_MAX_BODY_BYTES, DRAIN_S, OtlpReceiver
+from collector.receiver import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MIN_BODY_RATE,
+    DRAIN_S,
+    OtlpReceiver,
+)
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
 
@@ -96,11 +102,14 @@ def serve(
     token: str | None = None,
     keep_content: bool = False,
     max_memory: int | str | None = None,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    min_body_rate: int = DEFAULT_MIN_BODY_RATE,
 ) -> dict[str, object]:
     """Receive OTLP/HTTP on ``host:port`` into the store until SIGTERM or SIGINT.
 
     Prompt and completion attributes are dropped before spans are stored unless
-    ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold (see
+    ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold,
+    ``body_timeout_s`` and ``min_body_rate`` how slowly a body may come (see
     :class:`OtlpReceiver`). Returns the receiver's final counts (its /healthz).
 
     Raises:
@@ -115,6 +124,8 @@ def serve(
             token=token,
             keep_content=keep_content,
             max_memory=max_memory,
+            body_timeout_s=body_timeout_s,
+            min_body_rate=min_body_rate,
         )
     except BaseException:
         store.close()
@@ -122,13 +133,17 @@ def serve(
     server = _Server(app, host, port)
     try:
         server.run()
+    except SystemExit:  # uvicorn's exit when it cannot bind: said in one line below
+        if server.started:
+            raise
     finally:
         app.close()
         store.close()
     if not server.started:
         raise ReceiverError(
-            f"could not listen on {host}:{port}; is another collector running? "
-            "Pick another port with --port"
+            f"could not listen on {host}:{port}; is another collector running, or is "
+            f"{host} not an address of this machine? Pick another port with --port or "
+            "another --host"
         )
     return app.health()
 
@@ -156,6 +171,8 @@ class BackgroundCollector:
         token: str | None = None,
         keep_content: bool = False,
         max_memory: int | str | None = None,
+        body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+        min_body_rate: int = DEFAULT_MIN_BODY_RATE,
     ):
         self.host = host
         self.port = port or free_port(host)
@@ -167,6 +184,8 @@ class BackgroundCollector:
                 token=token,
                 keep_content=keep_content,
                 max_memory=max_memory,
+                body_timeout_s=body_timeout_s,
+                min_body_rate=min_body_rate,
             )
         except BaseException:
             self.store.close()

@@ -19,13 +19,16 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 
 import orjson
 
 from tracer._errors import SourceError
+from tracer.spans._numbers import checked, needs_check
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["SpanStore", "default_store_path", "is_store_file", "span_row"]
@@ -78,6 +81,21 @@ def is_store_file(path: Path) -> bool:
             return fh.read(16) == STORE_HEADER
     except OSError:
         return False
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that never writes: ``mode=ro``, else (a WAL store whose folder
+    cannot take the ``-shm`` index SQLite needs) ``immutable=1``."""
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    try:
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    # Nobody can write a store in a folder that is read-only, so it cannot change
+    # while it is read as immutable.
+    return sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
 
 
 def span_row(span: Span) -> tuple:
@@ -147,10 +165,18 @@ class SpanStore:
             batch survives a crash of the process) or ``FULL`` (survives power loss).
         recent_keys: how many recently written spans are checked for duplicates (the
             last ``recent_keys // 2`` to ``recent_keys``; about 80 bytes each).
+        read_only: open for reading only (``mode=ro``), as the analysis does: nothing
+            is written, so a store in a read-only folder or on a read-only disk is read
+            too (then as an immutable file, since SQLite cannot make its WAL index).
+
+    A quick check on opening reads the pages every write goes through; a store that
+    is damaged elsewhere raises :class:`SourceError` when that part is read. Opened
+    for writing, a store that cannot be written raises at once.
 
     Raises:
-        SourceError: the file is missing (and ``create`` is false) or not a store.
-        ValueError: ``recent_keys`` is below 2.
+        SourceError: the file is missing (and ``create`` is false), not a store,
+            damaged, or (not ``read_only``) cannot be written.
+        ValueError: ``recent_keys`` is below 2, or ``create`` with ``read_only``.
     """
 
     def __init__(
@@ -160,6 +186,7 @@ class SpanStore:
         create: bool = False,
         synchronous: str = "NORMAL",
         recent_keys: int = 500_000,
+        read_only: bool = False,
     ):
         if recent_keys < 2:
             raise ValueError(f"recent_keys must be at least 2, got {recent_keys!r}")
@@ -170,23 +197,74 @@ class SpanStore:
                 f"no span store at {str(self.path)!r}; run 'hoptrace collect' (or "
                 "'hoptrace demo') first, or pass a trace file"
             )
+        if create and read_only:
+            raise ValueError("a store opened read_only cannot be created")
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         try:
-            self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(f"PRAGMA synchronous={synchronous}")
-            if create:
-                self._conn.executescript(_SCHEMA)
+            if read_only:
+                self._conn = _connect_read_only(self.path)
+            else:
+                self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                if create:
+                    self._conn.executescript(_SCHEMA)
             self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
+        try:
+            # A cheap look at the pages every write goes through (the rightmost path of
+            # the table), instead of a full integrity check that reads the whole file.
+            self._conn.execute("SELECT MAX(rowid) FROM spans").fetchone()
+            if not read_only:
+                self._probe_write()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 12))
         self._insert_many = f"INSERT INTO spans ({_COLUMNS}) VALUES " + ",".join(
             [_ROW] * self._rows_per_statement
         )
         self._lock = threading.Lock()
+
+    def _probe_write(self) -> None:
+        """Raise now, not at the first batch, when the file cannot be written."""
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute(f"PRAGMA user_version={int(version)}")
+        finally:
+            self._conn.execute("ROLLBACK")
+
+    def _unreadable(self, exc: sqlite3.DatabaseError) -> SourceError:
+        where = str(self.path)
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            return SourceError(
+                f"cannot write the span store {where!r} ({exc}); give a store in a folder "
+                "you can write (--store), or fix its permissions"
+            )
+        if "locked" in str(exc) or "busy" in str(exc):
+            return SourceError(
+                f"the span store {where!r} is busy ({exc}); is another collector writing "
+                "it? Give each collector its own --store"
+            )
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            return SourceError(f"cannot read the span store {where!r} ({exc})")
+        return SourceError(
+            f"the span store {where!r} is damaged ({exc}); copy out what can be read with "
+            f"'sqlite3 {where} .recover | sqlite3 new.db', or start a new store"
+        )
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Turn SQLite's errors while reading into one :class:`SourceError`."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise self._unreadable(exc) from exc
 
     def write(self, spans: Iterable[Span]) -> int:
         """Store spans in one transaction; returns how many were new (not duplicates).
@@ -238,7 +316,7 @@ class SpanStore:
 
     def count(self) -> int:
         """Number of stored spans."""
-        with self._lock:
+        with self._lock, self._reading():
             return int(self._conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0])
 
     def iter_spans(
@@ -258,7 +336,7 @@ class SpanStore:
                 "HAVING MIN(start_ns) >= ?)"
             )
             params = (since_ns,)
-        with self._lock:
+        with self._lock, self._reading():
             rows = self._conn.execute(query, params).fetchall()
         tally = warnings if warnings is not None else Warnings()
         for row in rows:
@@ -311,11 +389,11 @@ class SpanStore:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY trace_id, rowid"
         tally = warnings if warnings is not None else Warnings()
-        with self._lock:
+        with self._lock, self._reading():
             cursor = self._conn.execute(query, tuple(params))
         try:
             while True:
-                with self._lock:
+                with self._lock, self._reading():
                     rows = cursor.fetchmany(chunk)
                 if not rows:
                     return
@@ -329,14 +407,14 @@ class SpanStore:
     def trace_id_sample(self, size: int) -> list[str]:
         """The trace ids of about ``size`` rows spread evenly over the store (by rowid),
         sorted: where to cut it into parts of about equal size, without a full scan."""
-        with self._lock:
+        with self._lock, self._reading():
             low, high = self._conn.execute("SELECT MIN(rowid), MAX(rowid) FROM spans").fetchone()
         if low is None:
             return []
         step = max(1, (high - low + 1) // max(size, 1))
         rowids = list(range(low, high + 1, step))
         found: list[str] = []
-        with self._lock:
+        with self._lock, self._reading():
             for i in range(0, len(rowids), 500):
                 batch = rowids[i : i + 500]
                 marks = ",".join("?" * len(batch))
@@ -360,7 +438,7 @@ class SpanStore:
             f"SELECT {_COLUMNS} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
             "ORDER BY rowid"
         )
-        with self._lock:
+        with self._lock, self._reading():
             rows = self._conn.execute(query, ids).fetchall()
         tally = Warnings()
         for row in rows:
@@ -385,7 +463,7 @@ def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
     if not isinstance(attributes, dict):
         tally.skip("store rows whose attributes are not a JSON object were skipped")
         return None
-    return Span(
+    span = Span(
         trace_id=row[0],
         span_id=row[1],
         parent_id=row[2],
@@ -399,3 +477,4 @@ def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
         first_token_ns=row[10],
         attributes=attributes,
     )
+    return span if not needs_check(span) else checked(span, tally)

@@ -9,9 +9,13 @@ and OTLP JSON:
   digits), neither all zero; a parent span id empty or of 8 bytes and not all zero. In
   JSON an id is hex, or base64 of the raw bytes as protobuf's generic JSON mapping
   writes it.
-- times and numbers: start, end and first-token times, kind and status code, and every
-  integer attribute value fit in a signed 64-bit integer (OTLP's ``int64``/``fixed64``;
-  SQLite stores no wider integer).
+- times: start, end and first-token times lie between 1970 and 2200 (Unix
+  nanoseconds below :data:`tracer.spans._numbers.TIME_LIMIT_NS`; OTLP's ``fixed64``
+  allows more, which no clock gives and the analysis cannot add up).
+- numbers the analysis converts: engine latencies in seconds (``gen_ai.latency.*``)
+  are finite and at most 1e9, token counts finite and at most 1e12 (see
+  :mod:`tracer.spans._numbers`); kind, status code and every other integer attribute
+  value fit in a signed 64-bit integer (SQLite stores no wider integer).
 - nesting: an attribute value (array or key-value list) nests at most
   :data:`MAX_VALUE_DEPTH` levels (a plain value is one level). That is as deep as the
   protobuf parser reads inside a whole request, so both encodings accept and refuse
@@ -25,6 +29,7 @@ import base64
 import binascii
 from typing import Any
 
+from tracer.spans._numbers import needs_check, span_number_problem
 from tracer.spans.model import Span
 
 __all__ = ["MAX_VALUE_DEPTH", "Rejections", "json_id_problem", "span_problem"]
@@ -112,28 +117,19 @@ def span_problem(span: Span) -> tuple[str, object] | None:
     parent = span.parent_id
     if parent is not None and (len(parent) != 16 or not parent.strip("0")):
         return "parent span id is not 8 bytes (leave it empty for a root span)", parent
-    first = span.first_token_ns
-    if not (
-        INT64_MIN <= span.start_ns <= INT64_MAX
-        and INT64_MIN <= span.end_ns <= INT64_MAX
-        and (first is None or INT64_MIN <= first <= INT64_MAX)
-        and INT64_MIN <= span.kind <= INT64_MAX
-        and INT64_MIN <= span.status <= INT64_MAX
-    ):
+    if not (INT64_MIN <= span.kind <= INT64_MAX and INT64_MIN <= span.status <= INT64_MAX):
         for name, label in _FIELD_NAMES.items():
             value = getattr(span, name)
-            if value is not None and not INT64_MIN <= value <= INT64_MAX:
+            if not INT64_MIN <= value <= INT64_MAX:
                 return f"{label} does not fit in 64 bits", value
+    if needs_check(span):
+        problem = span_number_problem(span)
+        if problem is not None:
+            return problem
     return _attributes_problem(span.attributes)
 
 
-_FIELD_NAMES = {
-    "start_ns": "start time",
-    "end_ns": "end time",
-    "first_token_ns": "first-token time",
-    "kind": "span kind",
-    "status": "status code",
-}
+_FIELD_NAMES = {"kind": "span kind", "status": "status code"}
 
 
 def _attributes_problem(attributes: dict[str, Any]) -> tuple[str, object] | None:

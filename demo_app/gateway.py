@@ -8,6 +8,12 @@ waits, and an upstream failure mid-stream becomes an SSE error event. Every upst
 call has a timeout (504). With ``max_concurrency`` a request holds one of that many
 workers from after the key check to the end of its answer; its server span records the pool
 (``hoptrace.pool.name`` ``gateway``, ``.size``, ``.wait_ns``).
+
+The key is checked before the body is read, so a caller without one learns nothing of
+the request format; then the body is checked (``messages`` a list, ``max_tokens`` an
+integer 1..4096, ``stream`` a boolean, at most :data:`MAX_BODY_BYTES`). Errors are
+answered as OpenAI's API answers them: ``{"error": {"message", "type", "param",
+"code"}}``, 400 for a bad body, 401 for a bad key.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
@@ -33,6 +40,76 @@ __all__ = ["POOL", "GatewayConfig", "create_gateway_app"]
 
 #: ``hoptrace.pool.name`` of the worker pool ``--max-concurrency`` sizes.
 POOL = "gateway"
+
+#: The largest request body read, in bytes (413 past it).
+MAX_BODY_BYTES = 1024 * 1024
+#: ``max_tokens`` when a request gives none, and the most one may ask for.
+DEFAULT_MAX_TOKENS = 32
+MAX_TOKENS = 4096
+_ERROR_TYPES = {
+    401: "invalid_request_error",
+    413: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    502: "upstream_error",
+    504: "upstream_error",
+}
+
+
+def _error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """An error as OpenAI's API writes one: ``{"error": {"message", "type", ...}}``."""
+    code = "invalid_api_key" if status == 401 else None
+    kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+class _BadRequest(HTTPException):
+    """400 for a request body that is not a chat completion request."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(400, message)
+        self.param = param
+
+
+async def _read_body(request: Request) -> bytes:
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise HTTPException(413, f"request body is over {MAX_BODY_BYTES} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise HTTPException(413, f"request body is over {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _chat_body(raw: bytes) -> dict[str, Any]:
+    """The request body, checked: a JSON object with a ``messages`` list of objects,
+    ``max_tokens`` an integer 1..4096 (or absent), ``stream`` a boolean (or absent).
+
+    Raises:
+        _BadRequest: what is wrong, naming the field.
+    """
+    try:
+        body = orjson.loads(raw)  # nests at most 1,024 levels: deeper is an error, not a crash
+    except orjson.JSONDecodeError:
+        raise _BadRequest("the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise _BadRequest("the body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise _BadRequest("messages must be a list of message objects", "messages")
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None and (type(max_tokens) is not int or not 0 < max_tokens <= MAX_TOKENS):
+        raise _BadRequest(
+            f"max_tokens must be an integer from 1 to {MAX_TOKENS}, got {max_tokens!r}"[:200],
+            "max_tokens",
+        )
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise _BadRequest("stream must be true or false", "stream")
+    if body.get("model") is not None and not isinstance(body["model"], str):
+        raise _BadRequest("model must be a string", "model")
+    return body  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -78,8 +155,16 @@ def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) ->
     usage: dict[bytes, list[tuple[float, int]]] = {}
     pool = asyncio.Semaphore(config.max_concurrency) if config.max_concurrency else None
 
+    @api.exception_handler(HTTPException)
+    async def openai_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse(
+            _error_body(exc.status_code, str(exc.detail), getattr(exc, "param", None)),
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
     @tracer.stage("auth")
-    async def authorize(authorization: str | None, max_tokens: int) -> bytes:
+    async def authorize(authorization: str | None) -> bytes:
         await delay(profile.auth_ms, profile)
         presented = (authorization or "").removeprefix("Bearer ").strip()
         digest = hashlib.sha256(presented.encode()).digest()
@@ -99,6 +184,9 @@ def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) ->
                     "rate limit exceeded",
                     headers={"Retry-After": str(max(1, math.ceil(wait)))},
                 )
+        return digest
+
+    def admit(digest: bytes, max_tokens: int) -> None:
         if config.tokens_per_minute > 0:
             now = time.monotonic()
             window = [(t, n) for t, n in usage.get(digest, []) if now - t < 60]
@@ -111,20 +199,12 @@ def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) ->
                 )
             window.append((now, max_tokens))
             usage[digest] = window
-        return digest
 
     @api.post("/v1/chat/completions")
     async def chat(request: Request, authorization: str | None = Header(None)) -> Any:
-        try:
-            body = await request.json()
-        except ValueError:
-            raise HTTPException(400, "body must be JSON") from None
-        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-            raise HTTPException(400, "body needs a messages list")
-        max_tokens = int(body.get("max_tokens") or 32)
-        if not 0 < max_tokens <= 4096:
-            raise HTTPException(400, "max_tokens must be 1..4096")
-        await authorize(authorization, max_tokens)
+        digest = await authorize(authorization)  # the key first: strangers learn nothing
+        body = _chat_body(await _read_body(request))
+        admit(digest, body.get("max_tokens") or DEFAULT_MAX_TOKENS)
         if pool is not None:
             waited_ns = time.perf_counter_ns()
             await pool.acquire()

@@ -19,10 +19,12 @@ variable                                        keyword              default
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -55,6 +57,9 @@ _PROTOCOLS = ("http/protobuf", "http/json", "grpc")
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
 _processor: SpanProcessor | None = None
+_exporter: SpanExporter | None = None
+#: Seconds :func:`shutdown` waits for the last spans to leave before it drops them.
+SHUTDOWN_TIMEOUT_S = 2.0
 
 
 #: Batch export delay for short interactive runs (demo, bench, serve): their spans reach
@@ -171,7 +176,7 @@ def setup(
     Raises:
         ConfigError: a bad endpoint or protocol.
     """
-    global _provider, _processor
+    global _provider, _processor, _exporter
     with _lock:
         if _provider is not None:
             warnings.warn(
@@ -214,13 +219,31 @@ def setup(
                 RuntimeWarning,
                 stacklevel=2,
             )
-        _provider, _processor = provider, processor
+        _provider, _processor, _exporter = provider, processor, span_exporter
         return provider
 
 
 def is_configured() -> bool:
     """True after :func:`setup` and before :func:`shutdown`."""
     return _provider is not None
+
+
+def _within(timeout_s: float, work: Callable[[], object]) -> tuple[bool, object]:
+    """Run ``work`` on a helper thread: (True, its result) when it ends within
+    ``timeout_s``, else (False, None) and it goes on alone (a daemon thread)."""
+    box: list[object] = []
+
+    def run() -> None:
+        try:
+            box.append(work())
+        except Exception:
+            _logger.warning("hoptrace: exporting the last spans failed", exc_info=True)
+            box.append(False)
+
+    helper = threading.Thread(target=run, name="hoptrace-flush", daemon=True)
+    helper.start()
+    helper.join(timeout_s)
+    return (not helper.is_alive(), box[0] if box else None)
 
 
 def dropped_spans() -> SpanDrops | None:
@@ -235,20 +258,48 @@ def dropped_spans() -> SpanDrops | None:
 
 
 def force_flush(timeout_millis: int = 30_000) -> bool:
-    """Export every finished span now; True when all were exported in time."""
+    """Export every finished span now; True when all were exported within
+    ``timeout_millis`` (an export still retrying then goes on in the background)."""
     provider = _provider or trace.get_tracer_provider()
     flush = getattr(provider, "force_flush", None)
-    return bool(flush(timeout_millis)) if flush else True
+    if flush is None:
+        return True
+    done, result = _within(timeout_millis / 1000, lambda: flush(timeout_millis))
+    return done and bool(result)
 
 
-def shutdown() -> None:
-    """Flush and shut down the provider :func:`setup` installed (safe to call twice)."""
-    global _provider, _processor
+def _queued(processor: SpanProcessor | None) -> int | None:
+    """Spans still waiting in ``processor``'s queue, when it tells (best effort)."""
+    inner = getattr(processor, "_batch_processor", processor)
+    queue = getattr(inner, "_queue", None)
+    try:
+        return len(queue) if queue is not None else None
+    except TypeError:
+        return None
+
+
+def shutdown(timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+    """Flush and shut down the provider :func:`setup` installed (safe to call twice).
+
+    The last spans get ``timeout_s`` seconds (:data:`SHUTDOWN_TIMEOUT_S`) to leave;
+    past it, with the collector down or silent, the exporter is stopped, what is left
+    is dropped and counted in one warning, and the process can end on time.
+    """
+    global _provider, _processor, _exporter
     with _lock:
         if _provider is None:
             return
-        try:
-            _provider.shutdown()
-        except Exception:
-            _logger.warning("tracer shutdown failed", exc_info=True)
-        _provider, _processor = None, None
+        provider, processor, exporter = _provider, _processor, _exporter
+        _provider, _processor, _exporter = None, None, None
+        done, _ = _within(timeout_s, provider.shutdown)
+        if not done:
+            left = _queued(processor)
+            if exporter is not None:
+                with contextlib.suppress(Exception):
+                    exporter.shutdown()  # stops its retries and closes its connection
+            _logger.warning(
+                "hoptrace: the collector did not take the last spans within %g s; %s "
+                "dropped at shutdown",
+                timeout_s,
+                f"{left} spans were" if left is not None else "the spans still queued were",
+            )

@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import orjson
 
 import tracer
 from tracer import attributes as attrs
+from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
 from tracer._host import host_cpu_busy_ns, host_cpus
@@ -171,6 +173,8 @@ async def _one(
             await asyncio.wait_for(exchange.run(client, url, headers, body), timeout_s)
         except (TimeoutError, httpx.TimeoutException):
             exchange.fail("timeout", f"no complete answer within {timeout_s:g} s")
+        except AnswerTooLarge as exc:
+            exchange.fail("too_large", f"{exc} (--max-answer-bytes)")
         except httpx.ConnectError as exc:
             exchange.fail("connect", str(exc) or type(exc).__name__)
         except ProtocolError as exc:
@@ -221,13 +225,17 @@ class _Exchange:
         self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict[str, Any]
     ) -> None:
         if not body["stream"]:
-            resp = await client.post(url, json=body, headers=headers)
-            self.status = str(resp.status_code)
+            # Streamed, so that an error answer's body is never read, and a 200's only
+            # up to the client's byte limit (tracer._answers).
+            async with client.stream("POST", url, json=body, headers=headers) as resp:
+                self.status = str(resp.status_code)
+                if resp.status_code == 200:
+                    check_content_type(resp.headers.get("content-type", ""), stream=False)
+                    raw = await resp.aread()
             if resp.status_code == 200:
-                check_content_type(resp.headers.get("content-type", ""), stream=False)
                 try:
-                    payload = resp.json()
-                except ValueError:
+                    payload = orjson.loads(raw)  # at most 1,024 levels deep: no RecursionError
+                except orjson.JSONDecodeError:
                     raise ProtocolError("the body is not JSON") from None
                 text, self.usage_tokens = body_content(payload)
                 self.chunks = len(text.split())
@@ -237,9 +245,7 @@ class _Exchange:
         done = False
         async with client.stream("POST", url, json=body, headers=headers) as resp:
             self.status = str(resp.status_code)
-            if resp.status_code != 200:
-                await resp.aread()
-            else:
+            if resp.status_code == 200:
                 check_content_type(resp.headers.get("content-type", ""), stream=True)
                 async for data in aiter_sse_data(resp.aiter_lines()):
                     if data.strip() == "[DONE]":
@@ -341,10 +347,12 @@ async def run_bench_async(
     progress: Callable[[str, int], None] | None = None,
     slo: Slo | None = None,
     slo_attainment: float = DEFAULT_ATTAINMENT,
+    max_answer_bytes: int = DEFAULT_BENCH_ANSWER_BYTES,
 ) -> BenchResult:
     """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
     level's goodput and SLO attainment, and the highest level whose attainment reaches
-    ``slo_attainment`` (``tracer._sweep``).
+    ``slo_attainment`` (``tracer._sweep``). An answer larger than ``max_answer_bytes``
+    after decompression is a failed request (``too_large``).
 
     Raises:
         ConfigError: bad arguments, or every warm-up request of the first level failed
@@ -358,9 +366,9 @@ async def run_bench_async(
     run = run or f"bench-{uuid.uuid4().hex[:8]}"
     result = BenchResult(base_url, max_tokens, stream, run, [])
     limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
-    async with tracer.instrument_httpx(
-        httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
-    ) as client:
+    client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
+    limit_answers(client, max_answer_bytes)
+    async with tracer.instrument_httpx(client) as client:
         for index, c in enumerate(levels):
             level = LevelResult(c, f"{run}-c{c}")
             warm = warmup_requests(warmup, c)

@@ -50,6 +50,7 @@ def test_analyze_json_follows_the_spec_contract(seed_file):
         "skipped_spans",
         "messages",
         "duplicates",
+        "dropped_values",
     }
 
 

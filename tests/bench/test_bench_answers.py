@@ -115,7 +115,7 @@ def test_a_malformed_answer_is_a_counted_protocol_error_with_an_example(server, 
 
 def test_a_malformed_answer_through_the_command_ends_with_a_report(server):
     done = _bench(f"{server}/usage-number/v1")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the report, then: nothing succeeded
     assert "Traceback" not in done.stderr
     level = orjson.loads(done.stdout)["levels"][0]
     assert level["errors"] == {"protocol": 2}
@@ -124,7 +124,7 @@ def test_a_malformed_answer_through_the_command_ends_with_a_report(server):
 
 def test_timeout_bounds_the_whole_request_not_each_read(server):
     done = _bench(f"{server}/drip/v1", "--timeout", "1.5")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the report, then: nothing succeeded
     level = orjson.loads(done.stdout)["levels"][0]
     assert level["errors"] == {"timeout": 2}
     assert "1.5 s" in level["error_examples"]["timeout"]
@@ -139,5 +139,5 @@ def test_the_table_shows_one_example_per_failure(server):
          "--concurrency", "1", "--requests", "2", "--warmup", "0"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the report, then: nothing succeeded
     assert "c=1 protocol: choices[0] is 5, not an object" in done.stdout

@@ -75,7 +75,7 @@ def _wire_case(depth: int) -> Case:
 
 CASES: dict[str, Callable[[], Case]] = {
     "protobuf time at 2^63": lambda: _proto_case(
-        _set(1, "end_time_unix_nano", 2**63), "end time does not fit in 64 bits"
+        _set(1, "end_time_unix_nano", 2**63), "end time is not between 1970 and 2200"
     ),
     "JSON intValue wider than 64 bits": lambda: _json_case(
         "integer attribute value does not fit in 64 bits",

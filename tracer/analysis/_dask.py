@@ -296,7 +296,7 @@ def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]
     """Trace-id ranges of about equal numbers of rows, covering every id."""
     from collector.store import SpanStore
 
-    with SpanStore(str(path)) as store:
+    with SpanStore(str(path), read_only=True) as store:
         sample = store.trace_id_sample(parts * 32)
     cuts = sorted({sample[len(sample) * i // parts] for i in range(1, parts)} if sample else ())
     edges: list[str | None] = [None, *cuts, None]

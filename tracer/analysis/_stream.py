@@ -262,7 +262,7 @@ def stream_store(
     current: str | None = None
     spans: list[Span] = []
     seq = 0
-    with SpanStore(path) as store:
+    with SpanStore(path, read_only=True) as store:
         for rowid, span in store.iter_trace_rows(since_ns, loaded, trace_ids=trace_ids):
             if span.trace_id != current:
                 if current is not None:

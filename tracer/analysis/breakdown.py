@@ -9,6 +9,7 @@ from typing import Any, TypeAlias
 from tracer import attributes as attrs
 from tracer.analysis.critical_path import marks, trace_times, ttft_view
 from tracer.analysis.prepare import PreparedTrace
+from tracer.spans._numbers import token_count
 from tracer.spans.model import Span
 
 __all__ = [
@@ -154,11 +155,9 @@ def count_planned(spans: list[Span], plan: list[TokenPlan]) -> tuple[int, int, s
     for i, key_in, key_out, model_keys in plan:
         a = spans[i].attributes
         if key_in is not None:
-            v = a[key_in]
-            tin += v if type(v) is int else _as_int(v)
+            tin += token_count(a.get(key_in))
         if key_out is not None:
-            v = a[key_out]
-            tout += v if type(v) is int else _as_int(v)
+            tout += token_count(a.get(key_out))
         if not model:
             for key in model_keys:
                 model = a[key]
@@ -199,15 +198,8 @@ _MODEL_KEYS = (
 def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:
     for key in keys:
         if key in a:
-            return _as_int(a[key])
+            return token_count(a[key])
     return 0
-
-
-def _as_int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        return 0
 
 
 def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:

@@ -19,33 +19,15 @@ retiming like spans; what is left of S is its own ``inference`` time.
 
 from __future__ import annotations
 
-import re
-
 from tracer import attributes as attrs
+from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
 __all__ = ["engine_intervals", "rust_duration_ns"]
 
-_RUST_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|µs|μs|us|ms|s)\s*$")
-_UNIT_NS = {"ns": 1, "µs": 1_000, "μs": 1_000, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-
-
-def rust_duration_ns(value: object) -> int | None:
-    """Nanoseconds in a Rust ``Duration`` as ``{:?}`` prints it (``12.3ms``, ``850µs``,
-    ``1.2s``); None for anything else."""
-    if not isinstance(value, str):
-        return None
-    match = _RUST_DURATION.match(value)
-    if match is None:
-        return None
-    return int(round(float(match.group(1)) * _UNIT_NS[match.group(2)]))
-
 
 def _seconds_ns(span: Span, key: str) -> int | None:
-    value = span.attributes.get(key)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return int(round(value * 1e9))
-    return None
+    return seconds_ns(span.attributes.get(key))
 
 
 def engine_intervals(
@@ -82,9 +64,9 @@ def engine_intervals(
         raw.append((attrs.INFERENCE_QUEUE, begin, begin + waited))
     queued = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START)
     computing = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START)
-    if isinstance(computing, int):
+    if type(computing) is int and 0 <= computing < TIME_LIMIT_NS:
         compute_start_ns = computing + shift
-    if isinstance(queued, int) and compute_start_ns is not None:
+    if type(queued) is int and 0 <= queued < TIME_LIMIT_NS and compute_start_ns is not None:
         raw.append((attrs.INFERENCE_QUEUE, queued + shift, compute_start_ns))
     out = []
     for stage, lo, hi in raw:

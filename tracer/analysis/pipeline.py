@@ -240,7 +240,7 @@ def exemplar_traces(sources: Sequence[str], analysis: Analysis) -> TraceSet:
         return found
     paths = [Path(s).expanduser() for s in sources] or [default_store_path()]
     if len(paths) == 1 and paths[0].is_file() and is_store_file(paths[0]):
-        with SpanStore(str(paths[0])) as store:
+        with SpanStore(str(paths[0]), read_only=True) as store:
             found.add(store.spans_of(where))
         return found
     try:

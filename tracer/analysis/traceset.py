@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from tracer.attributes import RUN
+from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, checked
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["TraceFilter", "TraceSet"]
@@ -28,9 +29,23 @@ class TraceSet:
         return sum(len(v) for v in self.traces.values())
 
     def add(self, spans: Iterable[Span]) -> None:
-        """Add spans, grouping them by trace id."""
+        """Add spans, grouping them by trace id; a span with a time out of range is
+        skipped, a number the analysis cannot use dropped (:mod:`tracer.spans._numbers`),
+        and both counted in the warnings."""
         traces = self.traces
+        limit, plain = TIME_LIMIT_NS, NUMERIC_KEYS.isdisjoint
         for s in spans:
+            first, attributes = s.first_token_ns, s.attributes
+            if not (
+                0 <= s.start_ns < limit
+                and 0 <= s.end_ns < limit
+                and (first is None or 0 <= first < limit)
+                and (not attributes or plain(attributes))
+            ):
+                checked_span = checked(s, self.warnings)
+                if checked_span is None:
+                    continue
+                s = checked_span
             bucket = traces.get(s.trace_id)
             if bucket is None:
                 traces[s.trace_id] = [s]

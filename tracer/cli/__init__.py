@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from tracer._errors import HoptraceError
+from tracer._terminal import printable
 from tracer.cli import analysis, bench, collect, demo
 
 __all__ = ["main"]
@@ -25,7 +26,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except HoptraceError as exc:
-            click.echo(f"hoptrace: error: {exc}", err=True)
+            click.echo(f"hoptrace: error: {printable(exc)}", err=True)
             ctx.exit(2)
         except KeyboardInterrupt:
             click.echo("hoptrace: interrupted", err=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ import click
 
 from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
+from tracer._terminal import printable
 
 __all__ = [
     "FORMATS",
@@ -41,7 +43,9 @@ FORMATS = ("table", "json", "markdown", "html")
 
 
 def emit(text: str, output: str | None) -> None:
-    """Write ``text`` to ``output`` (and say so on stderr), or print it."""
+    """Write ``text`` to ``output`` (and say so on stderr), or print it (control
+    characters from trace data shown as escapes: every renderer's text, the PASS/FAIL
+    lines of ``check`` too)."""
     if output:
         try:
             Path(output).write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
@@ -49,7 +53,7 @@ def emit(text: str, output: str | None) -> None:
             raise ConfigError(f"cannot write {output!r}: {exc.strerror or exc}") from None
         click.echo(f"wrote {output}", err=True)
     else:
-        click.echo(text.rstrip("\n"))
+        click.echo(printable(text.rstrip("\n")))
 
 
 def parse_prices(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
@@ -90,6 +94,7 @@ class Selection:
     query: str | None = None
     engine: str = "local"
     scheduler: str | None = None
+    max_answer_bytes: str | None = None
 
     def load(self, sources: tuple[str, ...], listener: Any = None) -> Any:
         """The selected traces of ``sources`` as a TraceSet; ``listener`` (from
@@ -106,6 +111,7 @@ class Selection:
             backend=self.backend,
             query=self.query,
             listener=listener if listener is not None else _Notices(),
+            max_answer_bytes=self.max_answer_bytes,
         )
 
     def stage_map(self) -> Any:
@@ -129,10 +135,16 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
         query: str | None,
         engine: str,
         scheduler: str | None,
+        max_answer_bytes: str | None,
         **kwargs: Any,
     ) -> Any:
         if scheduler is not None and engine != "dask":
             raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
+        if max_answer_bytes is not None:
+            from tracer._answers import ANSWER_BYTES_ENV, source_answer_limit
+
+            # For every client this command makes, in this process and in its workers.
+            os.environ[ANSWER_BYTES_ENV] = str(source_answer_limit(max_answer_bytes))
         selection = Selection(
             service,
             operation,
@@ -144,6 +156,7 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
             query=query,
             engine=engine,
             scheduler=scheduler,
+            max_answer_bytes=max_answer_bytes,
         )
         return func(*args, selection=selection, **kwargs)
 
@@ -177,6 +190,13 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 default="auto",
                 show_default=True,
                 help="What a URL source is; auto asks it.",
+            ),
+            click.option(
+                "--max-answer-bytes",
+                metavar="SIZE",
+                envvar="HOPTRACE_MAX_ANSWER_BYTES",
+                help="Largest answer read from a Jaeger or Tempo URL, after decompression "
+                "(e.g. 64MiB) [default: 256MiB; env: HOPTRACE_MAX_ANSWER_BYTES].",
             ),
             click.option(
                 "--query",
@@ -221,9 +241,9 @@ class _Notices:
 
     def found(self, message: str) -> None:
         if self._console is None:
-            click.echo(f"hoptrace: {message}", err=True)
+            click.echo(f"hoptrace: {printable(message)}", err=True)
         else:
-            self._console.print(f"hoptrace: {message}", markup=False, highlight=False)
+            self._console.print(f"hoptrace: {printable(message)}", markup=False, highlight=False)
 
     def fetched(self, done: int, total: int) -> None:
         if self._status is not None:

@@ -140,6 +140,14 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
 @click.option("--stream/--no-stream", default=True, show_default=True)
 @click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
 @click.option(
+    "--max-answer-bytes",
+    default="16MiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Largest answer read per request, after decompression; past it the request "
+    "fails as too_large.",
+)
+@click.option(
     "--traces",
     "traces_source",
     help="Where the server's spans land (span store, Jaeger or Tempo URL), to name the "
@@ -176,6 +184,7 @@ def bench(
     model: str,
     stream: bool,
     timeout: float,
+    max_answer_bytes: str,
     traces_source: str | None,
     traces_wait: float,
     slo: str | None,
@@ -196,6 +205,7 @@ def bench(
 
     import tracer
     from collector import default_store_path
+    from collector.memory import parse_size
     from tracer._setup import prefer_prompt_export
     from tracer._sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
@@ -204,6 +214,9 @@ def bench(
 
     levels = _levels(concurrency)
     check_arguments(url, levels, requests, warmup, max_tokens, timeout)
+    answer_limit = parse_size(max_answer_bytes, "--max-answer-bytes")
+    if answer_limit <= 0:
+        raise ConfigError(f"--max-answer-bytes must be positive, got {max_answer_bytes!r}")
     limits = parse_slo(slo) if slo is not None else None
     check_slo(limits, stream, slo_attainment)
     err = Console(stderr=True)
@@ -242,13 +255,14 @@ def bench(
                 model=model,
                 stream=stream,
                 timeout_s=timeout,
+                max_answer_bytes=answer_limit,
                 progress=lambda label, n: progress.update(task, advance=n, description=label),
                 slo=limits,
                 slo_attainment=slo_attainment,
             )
     finally:
         if ours:
-            tracer.force_flush()
+            tracer.force_flush(2_000)  # bounded: the collector may have gone mid-run
     result.notes.extend(notes)
     source = traces_source
     if source is None and ours and default_store_path().exists():
@@ -286,6 +300,15 @@ def bench(
         lambda: render.bench_sections(result),
         report,
     )
+    if not any(level.ok for level in result.levels):
+        # The table above shows the failures; the exit status tells a script.
+        failures = sorted({s.status for level in result.levels for s in level.samples})
+        click.echo(
+            "hoptrace: error: no measured request succeeded "
+            f"({', '.join(failures) or 'no requests'}); see the errors above",
+            err=True,
+        )
+        raise SystemExit(1)
 
 
 COMMANDS = (bench,)

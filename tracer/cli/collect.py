@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from pathlib import Path
 
 import click
@@ -10,6 +12,18 @@ from tracer._errors import ConfigError
 from tracer.cli._common import store_option
 
 __all__ = ["COMMANDS"]
+
+TOKEN_ENV = "HOPTRACE_COLLECTOR_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    """True when ``host`` binds this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @click.command()
@@ -31,7 +45,8 @@ __all__ = ["COMMANDS"]
 @click.option(
     "--token",
     envvar="HOPTRACE_COLLECTOR_TOKEN",
-    help="Require 'Authorization: Bearer TOKEN' [env: HOPTRACE_COLLECTOR_TOKEN].",
+    help="Require 'Authorization: Bearer TOKEN'; an empty token is an error "
+    "[env: HOPTRACE_COLLECTOR_TOKEN].",
 )
 @click.option(
     "--max-memory",
@@ -41,6 +56,20 @@ __all__ = ["COMMANDS"]
     help="Most memory requests in flight may hold (e.g. 512MiB, 1GiB); past it new "
     "requests get 503 with Retry-After and exporters send again. Default 256MiB "
     "[env: HOPTRACE_MAX_MEMORY].",
+)
+@click.option(
+    "--body-timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Seconds a request body may take before --min-body-rate applies.",
+)
+@click.option(
+    "--min-body-rate",
+    default="32KiB",
+    show_default=True,
+    metavar="SIZE",
+    help="Bytes a second a body must average after --body-timeout; slower: 408.",
 )
 @click.option(
     "--keep-content",
@@ -57,6 +86,8 @@ def collect(
     max_body_bytes: int,
     token: str | None,
     max_memory: str | None,
+    body_timeout: float,
+    min_body_rate: str,
     keep_content: bool,
 ) -> None:
     """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store.
@@ -65,20 +96,44 @@ def collect(
     or refused with 503 so the exporter sends it again) and the store is closed.
     """
     from collector import default_store_path, serve
-    from collector.memory import MiB, resolve_max_memory
+    from collector.memory import MiB, parse_size, resolve_max_memory
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port!r}")
+    if token is None and os.environ.get(TOKEN_ENV) is not None:
+        token = os.environ[TOKEN_ENV]  # click takes an empty variable for an unset one
+    if token is not None and not token.strip():
+        raise ConfigError(
+            f"the collector token is empty (--token or {TOKEN_ENV}), which would turn "
+            "authentication off; give a token, or unset it to run without one"
+        )
+    if token is None and not is_loopback(host):
+        click.echo(
+            f"hoptrace collector: warning: --host {host} accepts spans from other machines "
+            f"and no token is set: anyone who reaches the port can write to the store; set "
+            f"--token or {TOKEN_ENV}",
+            err=True,
+        )
     if max_body_bytes <= 0:
         raise ConfigError(f"--max-body-bytes must be positive, got {max_body_bytes!r}")
     limit = resolve_max_memory(max_memory)
+    rate = parse_size(min_body_rate, "--min-body-rate")
+    if not body_timeout > 0 or rate <= 0:
+        raise ConfigError("--body-timeout and --min-body-rate must be positive")
     path = Path(store) if store else default_store_path()
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
+    auth = (
+        "on (Authorization: Bearer token required)"
+        if token
+        else "off (any client that reaches the port may send spans; --token turns it on)"
+    )
     click.echo(
         f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces -> {path}\n"
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
+        f"  authentication: {auth}\n"
         f"  prompt and completion attributes: {content}\n"
-        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory)\n"
+        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory); a body "
+        f"slower than {rate} bytes/s after {body_timeout:g} s gets 408\n"
         "  Ctrl-C or SIGTERM to stop",
         err=True,
     )
@@ -90,6 +145,8 @@ def collect(
         token=token,
         keep_content=keep_content,
         max_memory=limit,
+        body_timeout_s=body_timeout,
+        min_body_rate=rate,
     )
     click.echo(
         f"hoptrace collector: stopped; {final['spans_stored']} spans stored, "

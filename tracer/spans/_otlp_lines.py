@@ -24,6 +24,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tracer import attributes as attrs
+from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, attribute_problem
 from tracer.spans.model import Span, kind_from_name
 from tracer.spans.otlp import (
     _MARK_ATTRIBUTES,
@@ -240,6 +241,10 @@ def _span_attributes(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
     stage = attributes.get(attrs.STAGE)
     if stage is not None:
         stage = _intern(stage) if type(stage) is str else str(stage)
+    if not NUMERIC_KEYS.isdisjoint(attributes) and any(
+        attribute_problem(k, attributes[k]) for k in NUMERIC_KEYS.intersection(attributes)
+    ):
+        raise _StepAside  # the general path drops the value and says so
     ttfc, ttft = _MARK_ATTRIBUTES
     return attributes, stage, ttfc in attributes or ttft in attributes
 
@@ -266,7 +271,7 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
 def _traces(request: _Request) -> dict[str, list[Span]] | None:
     out: dict[str, list[Span]] = {}
     bucket: list[Span] = []
-    lax = _LAX_INT
+    lax, limit = _LAX_INT, TIME_LIMIT_NS
     mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
     zeros16, zeros32 = _ZEROS[16], _ZEROS[32]
     intern = _intern
@@ -307,7 +312,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                     current, bucket = trace_id, out[trace_id]
                 start_ns = raw.startTimeUnixNano
                 end_ns = raw.endTimeUnixNano
-                if not lax < start_ns <= end_ns:
+                if not lax < start_ns <= end_ns < limit:
                     return None
                 kind = raw.kind
                 if type(kind) is not int or kind < 0 or kind > 5:
@@ -340,6 +345,8 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                             general = True  # copied into the attributes there
                 if general:
                     first = _first_token(start_ns, events, attributes)
+                if first is not None and not 0 < first < limit:
+                    return None
                 status = raw.status
                 code = 0 if status is None else status.code
                 bucket.append(

@@ -82,7 +82,8 @@ class Span(msgspec.Struct, gc=False):
 class Warnings:
     """What loading and preparing traces adjusted or could not use, and why.
 
-    One tally for every step: loaders count skipped spans and traces, the analyzer
+    One tally for every step: loaders count skipped spans and traces and the values
+    they dropped from spans (a number out of range, :mod:`tracer.spans._numbers`), the analyzer
     adds the orphans it re-parented and the spans it shifted for clock skew; tallies
     of separate steps, files or processes are added with :meth:`merge`.
     """
@@ -92,6 +93,7 @@ class Warnings:
     skipped_traces: int = 0
     skipped_spans: int = 0
     duplicates: int = 0
+    dropped_values: int = 0
     messages: list[str] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set, repr=False)
 
@@ -104,6 +106,7 @@ class Warnings:
             or self.skipped_traces
             or self.skipped_spans
             or self.duplicates
+            or self.dropped_values
             or self.messages
         )
 
@@ -119,6 +122,7 @@ class Warnings:
         self.skipped_spans += other.skipped_spans
         self.skipped_traces += other.skipped_traces
         self.duplicates += other.duplicates
+        self.dropped_values += other.dropped_values
         for m in other.messages:
             self.note(m)
 

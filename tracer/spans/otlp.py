@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
+from tracer.spans._numbers import TIME_LIMIT_NS
 from tracer.spans.model import Span, Warnings, kind_from_name
 
 __all__ = ["first_token_ns", "normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
@@ -75,7 +76,7 @@ def _any_value(value: Any, depth: int = 0) -> Any:
         if key == "intValue":
             try:
                 return int(raw)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 return raw
         if key == "doubleValue":
             try:
@@ -151,10 +152,12 @@ def first_token_ns(start_ns: int, events: Any, attributes: dict[str, Any]) -> in
     """
     best: int | None = None
     for name, time_ns in events:
+        if not (time_ns and 0 < time_ns < TIME_LIMIT_NS):
+            continue  # no time, or one outside 1970..2200
         if name in _MARK_EVENTS:
-            if time_ns and (best is None or time_ns < best):
+            if best is None or time_ns < best:
                 best = int(time_ns)
-        elif name in _PHASE_EVENTS and time_ns:
+        elif name in _PHASE_EVENTS:
             key = attrs.EVENT_TIME_PREFIX + name
             if key not in attributes:
                 attributes[key] = int(time_ns)
@@ -264,7 +267,7 @@ def _spans_from_json(raws: list[Any], service: str, warnings: Warnings) -> Itera
                     attributes,
                 )
                 continue
-        except (KeyError, TypeError, ValueError, AttributeError):
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
             pass
         span = _span_from_json_careful(raw, service, warnings)
         if span is not None:
@@ -321,7 +324,7 @@ def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int 
 def _event_time(event: dict[str, Any]) -> int:
     try:
         return int(event["timeUnixNano"] or 0)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return 0
 
 
@@ -337,7 +340,7 @@ def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span 
     try:
         start_ns = int(raw.get("startTimeUnixNano") or 0)
         end_ns = int(raw.get("endTimeUnixNano") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         warnings.skip("spans with unreadable start or end times were skipped")
         return None
     if start_ns <= 0 or end_ns <= 0:

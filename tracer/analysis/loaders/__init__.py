@@ -17,7 +17,7 @@ from pathlib import Path
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url
 from tracer.analysis._parallel import gc_paused
-from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
+from tracer.analysis.loaders._http import ANSWER_LIMIT, QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.files import load_file, load_stream
 from tracer.analysis.loaders.store import load_store
 from tracer.analysis.loaders.url import load_url
@@ -60,6 +60,7 @@ def load(
     query: str | None = None,
     trace_ids: Collection[str] | None = None,
     listener: Listener = QUIET,
+    max_answer_bytes: int | str | None = None,
 ) -> TraceSet:
     """Load every source into one :class:`TraceSet`.
 
@@ -76,6 +77,10 @@ def load(
             ``service`` and ``operation`` (which still select among the traces found).
         trace_ids: only these traces; a URL is asked for them by id, not searched.
         listener: told which backend a URL is and how fetching many traces goes.
+        max_answer_bytes: the largest answer read from a Jaeger or Tempo URL, after
+            decompression (bytes or a size such as ``"64MiB"``); None reads
+            ``$HOPTRACE_MAX_ANSWER_BYTES``, else 256 MiB. A search answer past it is a
+            SourceError; a trace past it is skipped and counted.
 
     Raises:
         SourceError: a source that does not exist, cannot be opened, or a backend
@@ -83,10 +88,18 @@ def load(
         ConfigError: a bad ``since``, ``limit`` or ``backend``, or a ``query``
             without a Tempo URL.
     """
-    with gc_paused():
-        return _load(
-            sources, service, operation, limit, since, run, backend, query, trace_ids, listener
-        )
+    if max_answer_bytes is not None:
+        from tracer._answers import source_answer_limit
+
+        source_answer_limit(max_answer_bytes)  # a bad size fails before anything is read
+    token = ANSWER_LIMIT.set(max_answer_bytes)
+    try:
+        with gc_paused():
+            return _load(
+                sources, service, operation, limit, since, run, backend, query, trace_ids, listener
+            )
+    finally:
+        ANSWER_LIMIT.reset(token)
 
 
 def _load(

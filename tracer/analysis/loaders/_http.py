@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures as cf
+import contextvars
 import os
 import re
 from collections import Counter
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import httpx  # imported where it is used: a file analysis never needs it
 
 __all__ = [
+    "ANSWER_LIMIT",
     "DEFAULT_LIMIT",
     "FETCH_CONCURRENCY",
     "HEADERS_ENV",
@@ -58,6 +60,11 @@ PROGRESS_AFTER = 36
 DEFAULT_LIMIT = 100
 #: Seconds one request may take.
 TIMEOUT_S = 30.0
+#: The byte limit of one answer for the clients made now (:func:`tracer.analysis.load`
+#: sets it from ``max_answer_bytes``); None: ``$HOPTRACE_MAX_ANSWER_BYTES`` or 256 MiB.
+ANSWER_LIMIT: contextvars.ContextVar[int | str | None] = contextvars.ContextVar(
+    "hoptrace_answer_limit", default=None
+)
 
 
 class Listener(Protocol):
@@ -90,15 +97,21 @@ HEADERS_ENV = "HOPTRACE_BACKEND_HEADERS"
 def http_client(
     timeout_s: float = TIMEOUT_S, headers: dict[str, str] | None = None
 ) -> httpx.Client:
-    """A client for one backend: JSON answers, at most :data:`FETCH_CONCURRENCY`
-    connections, ``headers`` (from :func:`backend_access`) on every request."""
+    """A client for one backend: JSON answers of at most :data:`ANSWER_LIMIT` bytes
+    (after decompression; see :mod:`tracer._answers`), at most
+    :data:`FETCH_CONCURRENCY` connections, ``headers`` (from :func:`backend_access`)
+    on every request."""
     import httpx
 
-    return httpx.Client(
+    from tracer._answers import limit_answers, source_answer_limit
+
+    client = httpx.Client(
         timeout=timeout_s,
         limits=httpx.Limits(max_connections=FETCH_CONCURRENCY),
         headers={"Accept": "application/json", "User-Agent": "hoptrace", **(headers or {})},
     )
+    limit_answers(client, source_answer_limit(ANSWER_LIMIT.get()))
+    return client
 
 
 def backend_access(url: str) -> tuple[str, dict[str, str]]:
@@ -151,8 +164,15 @@ def get(
     """GET ``url``; a backend that does not answer at all is a :class:`SourceError`."""
     import httpx
 
+    from tracer._answers import AnswerTooLarge
+
     try:
         return client.get(url, params=params)
+    except AnswerTooLarge as exc:
+        raise SourceError(
+            f"{who} at {url!r} answered more than {exc.limit_bytes} bytes; narrow the "
+            "search (--limit, --since) or raise --max-answer-bytes"
+        ) from exc
     except httpx.HTTPError as exc:
         raise SourceError(f"{who} at {url!r} did not answer ({exc}); is it running?") from exc
 
@@ -221,8 +241,12 @@ def fetch_each(
 def _guarded(fetch: Callable[[str], Fetched], trace_id: str) -> Fetched:
     import httpx
 
+    from tracer._answers import AnswerTooLarge
+
     try:
         return fetch(trace_id)
+    except AnswerTooLarge as exc:
+        return Fetched(trace_id, problem=f"larger than {exc.limit_bytes} bytes")
     except httpx.TimeoutException:
         return Fetched(trace_id, problem="timed out")
     except httpx.HTTPError as exc:

@@ -55,7 +55,7 @@ def _span(
     try:
         start_us = int(raw["startTime"])
         duration_us = int(raw.get("duration", 0))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         warnings.skip("spans with unreadable startTime or duration were skipped")
         return None
     if start_us <= 0 or duration_us < 0:
@@ -91,7 +91,7 @@ def _span(
                 fields = _tags(log.get("fields"))
                 try:
                     events.append((fields.get("event"), int(log.get("timestamp", 0)) * 1000))
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     continue
     status = 0
     if (

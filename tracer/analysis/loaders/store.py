@@ -17,5 +17,5 @@ def load_store(path: Path, traceset: TraceSet, since_ns: int | None = None) -> N
     """
     from collector.store import SpanStore
 
-    with SpanStore(path) as store:
+    with SpanStore(path, read_only=True) as store:
         traceset.add(store.iter_spans(since_ns, traceset.warnings))

@@ -77,6 +77,7 @@ def analysis_dict(
             "skipped_traces": a.warnings.skipped_traces,
             "skipped_spans": a.warnings.skipped_spans,
             "duplicates": a.warnings.duplicates,
+            "dropped_values": a.warnings.dropped_values,
             "messages": list(a.warnings.messages),
         },
         "exemplars": dict(a.exemplars),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.render.links import DEFAULT_JAEGER_URL
 from tracer.analysis.substages import covers, nested
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
@@ -97,7 +97,7 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGE
             + a.exemplars.get("p50", "-")
             + ", P90 trace "
             + a.exemplars.get("p90", "-")
-            + f" (open {trace_url(jaeger_url, '<id>')} in Jaeger)"
+            + f" (open {jaeger_url.rstrip('/') + '/trace/<id>'} in Jaeger)"
         )
     return head
 
@@ -132,6 +132,7 @@ def warnings_note(a: Analysis) -> str | None:
         f"orphans re-parented: {w.orphans}; skew-adjusted spans: {w.skew_adjusted}; "
         f"skipped traces: {w.skipped_traces}; skipped spans: {w.skipped_spans}"
         + (f"; conflicting duplicate spans: {w.duplicates}" if w.duplicates else "")
+        + (f"; values dropped: {w.dropped_values}" if w.dropped_values else "")
     )
 
 

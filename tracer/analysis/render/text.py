@@ -7,17 +7,19 @@ import io
 from rich.console import Console
 from rich.table import Table
 
+from tracer._terminal import for_rich, printable
 from tracer.analysis.render.sections import Section
 
 __all__ = ["to_markdown", "to_table"]
 
 
 def _table(section: Section) -> Table:
-    table = Table(title=section.title, title_justify="left", show_lines=False)
+    # Every text is escaped: names come from the traces (see tracer._terminal).
+    table = Table(title=for_rich(section.title), title_justify="left", show_lines=False)
     for n, header in enumerate(section.headers):
-        table.add_column(header, justify="left" if n == 0 else "right", no_wrap=n > 0)
+        table.add_column(for_rich(header), justify="left" if n == 0 else "right", no_wrap=n > 0)
     for row in section.rows:
-        table.add_row(*row)
+        table.add_row(*(for_rich(cell, one_line=True) for cell in row))
     return table
 
 
@@ -43,27 +45,28 @@ def to_table(sections: list[Section], width: int | None = None, color: bool | No
         if table is not None:
             console.print(table)
         else:
-            console.print(f"[bold]{section.title}[/bold]")
+            console.print(f"[bold]{for_rich(section.title)}[/bold]")
         for note in section.notes:
-            console.print(f"  {note}", markup=False)
+            console.print(f"  {printable(note)}", markup=False)
         console.print()
     return buffer.getvalue()
 
 
 def to_markdown(sections: list[Section]) -> str:
-    """GitHub-flavoured Markdown."""
+    """GitHub-flavoured Markdown (control characters in names written as escapes)."""
     lines: list[str] = []
     for section in sections:
-        lines.append(f"### {section.title}")
+        lines.append(f"### {printable(section.title, one_line=True)}")
         lines.append("")
         if section.headers:
             lines.append("| " + " | ".join(section.headers) + " |")
             lines.append("|" + "|".join(["---"] + ["---:"] * (len(section.headers) - 1)) + "|")
             for row in section.rows:
-                lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+                cells = (printable(c, one_line=True).replace("|", "\\|") for c in row)
+                lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
         for note in section.notes:
-            lines.append(f"- {note}")
+            lines.append(f"- {printable(note, one_line=True)}")
         if section.notes:
             lines.append("")
     return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""The numbers the analysis converts, checked once where spans come in.
+
+Times become 64-bit integers in the analysis' arrays and engine latencies become
+nanoseconds, so a value out of range would end every later look at the data in an
+``OverflowError``. These rules say which values are usable:
+
+- times (start, end, first-token mark, Triton's phase events): Unix nanoseconds from
+  1970-01-01 up to, not including, 2200-01-01 (:data:`TIME_LIMIT_NS`). The 62 years
+  left before int64's end (2262) keep sums and differences of times inside 64 bits.
+- engine latencies in seconds (``gen_ai.latency.*``) and TGI's durations (``"3.9ms"``):
+  finite and at most :data:`MAX_SECONDS`. (``gen_ai.response.time_to_first_chunk`` is
+  read as a first-token mark only when it is under a day, so it needs no rule.)
+- token counts (``gen_ai.usage.*`` and their older names): a finite number of at most
+  :data:`MAX_TOKENS` in size.
+
+The collector refuses a span that breaks a rule (OTLP partial success, with the reason);
+the loaders drop the span (a bad time) or the attribute (a bad number) and count it in
+the warnings (:func:`checked`), so a store or file holding such a value is still read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from tracer import attributes as attrs
+from tracer.spans.model import Span, Warnings
+
+__all__ = [
+    "MAX_SECONDS",
+    "MAX_TOKENS",
+    "NUMERIC_KEYS",
+    "TIME_LIMIT_NS",
+    "attribute_problem",
+    "checked",
+    "needs_check",
+    "rust_duration_ns",
+    "seconds_ns",
+    "span_number_problem",
+    "time_ok",
+    "token_count",
+]
+
+#: 2200-01-01T00:00:00Z in Unix nanoseconds: the first time that is not accepted.
+TIME_LIMIT_NS = 7_258_118_400 * 10**9
+#: The largest engine latency, in seconds (about 31 years).
+MAX_SECONDS = 1e9
+#: The largest token count of one span.
+MAX_TOKENS = 10**12
+
+_SECONDS_KEYS = (
+    attrs.GEN_AI_LATENCY_TTFT,
+    attrs.GEN_AI_LATENCY_QUEUE,
+    attrs.GEN_AI_LATENCY_PREFILL,
+    attrs.GEN_AI_LATENCY_DECODE,
+    attrs.GEN_AI_LATENCY_INFERENCE,
+    attrs.GEN_AI_LATENCY_E2E,
+)
+_TOKEN_KEYS = (
+    attrs.GEN_AI_INPUT_TOKENS,
+    attrs.GEN_AI_OUTPUT_TOKENS,
+    attrs.GEN_AI_PROMPT_TOKENS,
+    attrs.GEN_AI_COMPLETION_TOKENS,
+    attrs.OPENINFERENCE_PROMPT_TOKENS,
+    attrs.OPENINFERENCE_COMPLETION_TOKENS,
+)
+_DURATION_KEYS = (attrs.TGI_VALIDATION_TIME, attrs.TGI_QUEUE_TIME)
+_EVENT_KEYS = tuple(
+    attrs.EVENT_TIME_PREFIX + name
+    for name in (attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END)
+)
+#: Every attribute key whose value the analysis turns into a number.
+NUMERIC_KEYS = frozenset(_SECONDS_KEYS + _TOKEN_KEYS + _DURATION_KEYS + _EVENT_KEYS)
+_KIND = {
+    **dict.fromkeys(_SECONDS_KEYS, "seconds"),
+    **dict.fromkeys(_TOKEN_KEYS, "tokens"),
+    **dict.fromkeys(_DURATION_KEYS, "duration"),
+    **dict.fromkeys(_EVENT_KEYS, "time"),
+}
+_RUST_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|µs|μs|us|ms|s)\s*$")
+_UNIT_NS = {"ns": 1, "µs": 1_000, "μs": 1_000, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def time_ok(value: object) -> bool:
+    """True for an int of Unix nanoseconds from 1970 up to :data:`TIME_LIMIT_NS`."""
+    return type(value) is int and 0 <= value < TIME_LIMIT_NS
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def seconds_ns(value: object) -> int | None:
+    """Nanoseconds in a latency attribute of non-negative seconds; None for anything else
+    (not a number, negative, not finite, past :data:`MAX_SECONDS`)."""
+    if _is_number(value) and 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
+        return int(round(value * 1e9))  # type: ignore[operator]
+    return None
+
+
+def rust_duration_ns(value: object) -> int | None:
+    """Nanoseconds in a Rust ``Duration`` as ``{:?}`` prints it (``12.3ms``, ``850µs``,
+    ``1.2s``); None for anything else, or past :data:`MAX_SECONDS`."""
+    if not isinstance(value, str):
+        return None
+    match = _RUST_DURATION.match(value)
+    if match is None:
+        return None
+    ns = float(match.group(1)) * _UNIT_NS[match.group(2)]
+    return int(round(ns)) if ns <= MAX_SECONDS * 1e9 else None
+
+
+def token_count(value: object) -> int:
+    """A token count as an int: 0 for a value that is not one (text, not finite, past
+    :data:`MAX_TOKENS`)."""
+    if type(value) is int:
+        return value if -MAX_TOKENS <= value <= MAX_TOKENS else 0
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and abs(value) <= MAX_TOKENS else 0
+    if isinstance(value, str) and len(value) <= 20:
+        try:
+            n = int(value)
+        except ValueError:
+            return 0
+        return n if -MAX_TOKENS <= n <= MAX_TOKENS else 0
+    return 0
+
+
+def attribute_problem(key: str, value: Any) -> str | None:
+    """Why the value of attribute ``key`` (one of :data:`NUMERIC_KEYS`) cannot be used
+    as a number, or None when it can (or is not meant as one: text is ignored)."""
+    kind = _KIND.get(key)
+    if kind is None or isinstance(value, bool):
+        return None
+    if kind == "seconds":
+        if _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_SECONDS):
+            return f"{key} is not a finite number of seconds up to {MAX_SECONDS:.0e}"
+    elif kind == "tokens":
+        if _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_TOKENS):
+            return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"
+        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+            if len(value) > 20 or abs(int(value)) > MAX_TOKENS:
+                return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"
+    elif kind == "duration":
+        if isinstance(value, str) and _RUST_DURATION.match(value):
+            if rust_duration_ns(value) is None:
+                return f"{key} is longer than {MAX_SECONDS:.0e} seconds"
+    elif type(value) is int and not 0 <= value < TIME_LIMIT_NS:
+        return f"{key} is not a time between 1970 and 2200"
+    return None
+
+
+_TIME_FIELDS = (("start_ns", "start time"), ("end_ns", "end time"))
+
+
+def span_number_problem(span: Span) -> tuple[str, object] | None:
+    """Why a span holds a number the analysis cannot use, with the value; None when
+    every time, latency and token count is usable."""
+    for name, label in _TIME_FIELDS:
+        value = getattr(span, name)
+        if not 0 <= value < TIME_LIMIT_NS:
+            return f"{label} is not between 1970 and 2200 (Unix nanoseconds)", value
+    first = span.first_token_ns
+    if first is not None and not 0 <= first < TIME_LIMIT_NS:
+        return "first-token time is not between 1970 and 2200 (Unix nanoseconds)", first
+    attributes = span.attributes
+    if attributes and not NUMERIC_KEYS.isdisjoint(attributes):
+        for key in NUMERIC_KEYS.intersection(attributes):
+            problem = attribute_problem(key, attributes[key])
+            if problem is not None:
+                return problem, attributes[key]
+    return None
+
+
+def checked(span: Span, warnings: Warnings) -> Span | None:
+    """``span`` as the analysis may use it: None for a time out of range (counted as a
+    skipped span), else the span, without a first-token mark or numeric attribute that
+    is out of range (each noted in ``warnings``)."""
+    if not (0 <= span.start_ns < TIME_LIMIT_NS and 0 <= span.end_ns < TIME_LIMIT_NS):
+        warnings.skip("spans with times outside 1970..2200 were skipped")
+        return None
+    first = span.first_token_ns
+    if first is not None and not 0 <= first < TIME_LIMIT_NS:
+        span.first_token_ns = None
+        warnings.dropped_values += 1
+        warnings.note("first-token times outside 1970..2200 were dropped")
+    attributes = span.attributes
+    if attributes and not NUMERIC_KEYS.isdisjoint(attributes):
+        for key in NUMERIC_KEYS.intersection(attributes):
+            problem = attribute_problem(key, attributes[key])
+            if problem is not None:
+                span.attributes = attributes = {k: v for k, v in attributes.items() if k != key}
+                warnings.dropped_values += 1
+                warnings.note(f"attributes dropped: {problem}")
+    return span
+
+
+def needs_check(span: Span) -> bool:
+    """False when :func:`checked` would return ``span`` as it is, by the quick tests."""
+    first = span.first_token_ns
+    return not (
+        0 <= span.start_ns < TIME_LIMIT_NS
+        and 0 <= span.end_ns < TIME_LIMIT_NS
+        and (first is None or 0 <= first < TIME_LIMIT_NS)
+        and (not span.attributes or NUMERIC_KEYS.isdisjoint(span.attributes))
+    )
