@@ -28,6 +28,7 @@ __all__ = [
     "format_option",
     "group_by_option",
     "jaeger_option",
+    "load_options",
     "parse_prices",
     "render_as",
     "source_label",
@@ -359,6 +360,44 @@ def render_as(
         emit(render.to_html(report()), output)
     else:
         emit(render.to_table(sections()), output)
+
+
+def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``whatif``'s choice of model and what the load model needs that traces may lack."""
+    for option in reversed(_LOAD_OPTIONS):
+        f = option(f)
+    return f
+
+
+_LOAD_OPTIONS = [
+    click.option(
+        "--model",
+        "model",
+        type=click.Choice(["auto", "retime", "load"]),
+        default="auto",
+        show_default=True,
+        help="retime: each trace on its own, as if nothing else ran; load: the run's load "
+        "simulated (queues, shared CPU); auto: load when the requests overlapped or waited.",
+    ),
+    click.option(
+        "--capacity",
+        "capacities",
+        multiple=True,
+        metavar="NAME=N[,NAME=N]|FILE",
+        help="Pool sizes the traces do not carry, for --model load "
+        "(gateway=8, or a TOML file with a [capacity] table).",
+    ),
+    click.option(
+        "--cores",
+        type=click.FloatRange(min=0, min_open=True),
+        help="For --model load: the cores the chain shares [default: from the bench's traces].",
+    ),
+    click.option(
+        "--cpu-per-request-ms",
+        type=click.FloatRange(min=0, min_open=True),
+        help="For --model load: host CPU per request [default: from the bench's traces].",
+    ),
+]
 
 
 def under_load(

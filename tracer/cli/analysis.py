@@ -16,6 +16,7 @@ from tracer.cli._common import (
     format_option,
     group_by_option,
     jaeger_option,
+    load_options,
     parse_prices,
     render_as,
     source_label,
@@ -228,33 +229,7 @@ def analyze(
 @click.argument("sources", nargs=-1)
 @click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
 @click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
-@click.option(
-    "--model",
-    "model",
-    type=click.Choice(["auto", "retime", "load"]),
-    default="auto",
-    show_default=True,
-    help="retime: each trace on its own, as if nothing else ran; load: the run's load "
-    "simulated (queues, shared CPU); auto: load when the requests overlapped or waited.",
-)
-@click.option(
-    "--capacity",
-    "capacities",
-    multiple=True,
-    metavar="NAME=N[,NAME=N]|FILE",
-    help="Pool sizes the traces do not carry, for --model load "
-    "(gateway=8, or a TOML file with a [capacity] table).",
-)
-@click.option(
-    "--cores",
-    type=click.FloatRange(min=0, min_open=True),
-    help="For --model load: the cores the chain shares [default: from the bench's traces].",
-)
-@click.option(
-    "--cpu-per-request-ms",
-    type=click.FloatRange(min=0, min_open=True),
-    help="For --model load: host CPU per request [default: from the bench's traces].",
-)
+@load_options
 @split_option
 @format_option
 @source_options
