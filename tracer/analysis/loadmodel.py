@@ -333,7 +333,7 @@ CPU_LAYOUT = "serial"
 
 #: CPU per request falls as throughput rises (event loops handle more ready events a
 #: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
-CPU_SCALING = 0.4
+CPU_SCALING = 0.2
 
 
 def _steps(
