@@ -16,6 +16,7 @@ import httpx
 
 import tracer
 from tracer import attributes as attrs
+from tracer._host import record_client_load
 from tracer._sse import aiter_sse_data
 
 __all__ = ["RequestResult", "run_requests"]
@@ -44,6 +45,7 @@ async def _one(
     stream: bool,
     max_tokens: int,
     render_ms: float,
+    concurrency: int = 1,
 ) -> RequestResult:
     body = {
         "model": "sim-1",
@@ -53,7 +55,9 @@ async def _one(
         "stream": stream,
     }
     headers = {"authorization": f"Bearer {api_key}"}
-    with tracer.stage("client", span_name="chat request", **{RUN_ATTRIBUTE: run}) as span:
+    tags: dict[str, str | int] = {RUN_ATTRIBUTE: run, attrs.BENCH_CONCURRENCY: concurrency}
+    with tracer.stage("client", span_name="chat request", **tags) as span:
+        cpu_at_start = time.process_time_ns()
         start_ns = time.time_ns()
         started = time.perf_counter()
         ttfc = None
@@ -86,6 +90,7 @@ async def _one(
         except httpx.HTTPError as exc:
             status, error = 0, f"{type(exc).__name__}: {exc}"
         span.set_attribute(attrs.HTTP_RESPONSE_STATUS_CODE, status)
+        record_client_load(span, cpu_at_start)  # what a load model reads (docs/whatif.md)
         if status == 200 and error is None:
             with tracer.stage("client", span_name="render"):
                 await asyncio.sleep(render_ms / 1000)
@@ -129,7 +134,9 @@ async def run_requests_async(
 
         async def worker() -> None:
             while more():
-                result = await _one(client, base_url, api_key, run, stream, max_tokens, render_ms)
+                result = await _one(
+                    client, base_url, api_key, run, stream, max_tokens, render_ms, concurrency
+                )
                 results.append(result)
                 if on_done is not None:
                     on_done(result)

@@ -7,7 +7,7 @@ from typing import Any
 from demo_app.run import DemoResult
 from tracer.analysis import exemplar_waterfalls, render
 from tracer.analysis.render.json_out import number
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.render.links import DEFAULT_JAEGER_URL
 from tracer.analysis.render.sections import Section
 
 __all__ = ["demo_dict", "demo_page", "demo_sections"]
@@ -32,8 +32,9 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         sections += render.whatif_sections(projection)[:1]
     sections += render.comparison_sections(result.comparison)
     summary = Section("The answer")
+    how = " under load" if result.projection.model == "load" else ""
     summary.notes.append(
-        f"model {k}x faster: projected end-to-end {answer.projected_p50:.2f}x at P50 "
+        f"model {k}x faster: projected{how} end-to-end {answer.projected_p50:.2f}x at P50 "
         f"({answer.projected_after_p50_ms:,.0f} ms), measured {answer.measured_p50:.2f}x "
         f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms)"
     )
@@ -66,7 +67,7 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
     )
     summary.notes.append(
         f"P50 / P90 exemplar traces: {cand.exemplars['p50']} / {cand.exemplars['p90']} "
-        f"(Jaeger: {trace_url(jaeger_url, '<id>')})"
+        f"(Jaeger: {jaeger_url.rstrip('/')}/trace/<id>)"
     )
     store, run = result.store_path, result.demo_id
     summary.notes.append(

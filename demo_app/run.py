@@ -27,8 +27,10 @@ from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.loadmodel import load_run, project_load
 from tracer.analysis.split import split_traces
 from tracer.analysis.substages import covers
+from tracer.analysis.whatif import with_load
 
 __all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer", "run_demo"]
 
@@ -194,7 +196,7 @@ def run_demo(
     candidate_traces = traces.subset(ids["candidate"])
     base = analyze(baseline_traces)
     cand = analyze(candidate_traces)
-    projection = what_if(baseline_traces, attrs.INFERENCE, speedup)
+    projection = _under_load(what_if(baseline_traces, attrs.INFERENCE, speedup), baseline_traces)
     phases = tuple(
         what_if(baseline_traces, phase, speedup)
         for phase in (attrs.INFERENCE_PREFILL, attrs.INFERENCE_DECODE)
@@ -218,6 +220,20 @@ def run_demo(
         candidate_traces=candidate_traces,
         failures=failures,
     )
+
+
+def _under_load(projection: WhatIf, traces: TraceSet) -> WhatIf:
+    """The projection through the baseline run's load (docs/whatif.md) when the run
+    carried load, as ``hoptrace whatif`` would choose; else as retimed."""
+    try:
+        run = load_run(traces)
+    except HoptraceError:
+        return projection
+    if not run.loaded:
+        return projection
+    projected = project_load(run, projection.stage, projection.speedup)
+    reason = f"the baseline's load simulated: {projected.arrivals}"
+    return with_load(projection, projected, reason)
 
 
 def _tiers(traces: TraceSet) -> dict[str, int]:

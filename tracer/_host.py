@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["host_cpu_busy_ns", "host_cpus"]
+__all__ = ["HOST_CPUS", "host_cpu_busy_ns", "host_cpus", "record_client_load"]
 
 _TICK_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
@@ -45,3 +46,21 @@ def host_cpus() -> float:
     except (OSError, ValueError):
         pass
     return cores
+
+
+HOST_CPUS = host_cpus()
+
+
+def record_client_load(span: Any, cpu_at_start_ns: int) -> None:
+    """On a load client's request span (``hoptrace bench``, the demo's client): this
+    process's CPU over it and in all, and the host's busy CPU and cores; never raises."""
+    from tracer import attributes as attrs
+    from tracer._load import set_process_cpu
+
+    set_process_cpu(span, cpu_at_start_ns)
+    busy = host_cpu_busy_ns()
+    if busy is not None:
+        try:
+            span.set_attributes({attrs.HOST_CPU_BUSY: busy, attrs.HOST_CPUS: HOST_CPUS})
+        except Exception:  # telemetry never breaks the app
+            pass

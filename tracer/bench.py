@@ -30,8 +30,7 @@ from tracer import attributes as attrs
 from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
 from tracer._errors import ConfigError
-from tracer._host import host_cpu_busy_ns, host_cpus
-from tracer._load import set_process_cpu
+from tracer._host import record_client_load
 from tracer._sse import aiter_sse_data
 from tracer._sweep import DEFAULT_ATTAINMENT, Knee, SweepSlo, check_slo, find_knee, judge_slo
 from tracer.analysis.aggregate import Stats, stats
@@ -54,7 +53,6 @@ DEFAULT_PROMPT = (
     "equally faster for its users."
 )
 RUN_ATTRIBUTE = attrs.RUN
-HOST_CPUS = host_cpus()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +180,8 @@ async def _one(
         except httpx.HTTPError as exc:
             exchange.fail("protocol", f"{type(exc).__name__}: {exc}")
         span.set_attribute(attrs.BENCH_STATUS, exchange.status)
-        # What a load model reads: this process's CPU (as a server span carries its
-        # own) and the host's, busy over all its cores.
-        set_process_cpu(span, cpu_at_start)
-        busy = host_cpu_busy_ns()
-        if busy is not None:
-            span.set_attributes({attrs.HOST_CPU_BUSY: busy, attrs.HOST_CPUS: HOST_CPUS})
+        # What a load model reads (docs/whatif.md): this process's CPU and the host's.
+        record_client_load(span, cpu_at_start)
     return exchange.sample()
 
 

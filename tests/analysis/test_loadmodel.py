@@ -11,6 +11,7 @@ from tests.helpers import hoptrace
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.loadmodel import load_run, project_load
+from tracer.analysis.slo import parse_slo
 from tracer.analysis.synthetic import to_otlp_json
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
 
@@ -18,27 +19,30 @@ T0 = 1_760_000_000_000_000_000
 MS = 1_000_000
 
 
-def _pool_run(n: int = 48, clients: int = 8, gap_ms: float = 50.0) -> list[list[Span]]:
+def _pool_run(
+    n: int = 48, clients: int = 8, gap_ms: float = 50.0, wait_ms: float = 300.0
+) -> list[list[Span]]:
     """A bench run of ``clients`` clients through an engine of 2 slots held 100 ms:
-    20 requests/s, each waiting 300 ms in the queue (a closed loop at saturation)."""
+    20 requests/s, each waiting ``wait_ms`` in the queue (300 for 8 clients: a closed
+    loop at saturation)."""
     traces = []
     for i in range(n):
         tid = f"{i + 1:032x}"
         start = T0 + int(i * gap_ms * MS)
-        end = start + 400 * MS
+        end = start + int((wait_ms + 100) * MS)
         root = Span(
             tid, f"{2 * i + 1:016x}", None, "bench", "bench request", KIND_INTERNAL,
-            start, end, "client", 0, start + 325 * MS,
+            start, end, "client", 0, start + int((wait_ms + 25) * MS),
             {attrs.BENCH_CONCURRENCY: clients, attrs.RUN: "bench-x-c8"},
         )  # fmt: skip
         engine = Span(
             tid, f"{2 * i + 2:016x}", root.span_id, "model", "llm_request", KIND_SERVER,
             start, end, None, 0, None,
             {
-                attrs.GEN_AI_LATENCY_QUEUE: 0.3,
+                attrs.GEN_AI_LATENCY_QUEUE: wait_ms / 1000,
                 attrs.GEN_AI_LATENCY_PREFILL: 0.02,
                 attrs.GEN_AI_LATENCY_DECODE: 0.08,
-                attrs.GEN_AI_LATENCY_TTFT: 0.32,
+                attrs.GEN_AI_LATENCY_TTFT: wait_ms / 1000 + 0.02,
                 attrs.POOL_NAME: "engine",
                 attrs.POOL_SIZE: 2,
             },
@@ -130,3 +134,43 @@ def test_whatif_retimes_a_run_without_load_and_refuses_a_load_model_of_too_few(f
     assert refused.returncode != 0
     assert refused.stderr.strip().count("\n") == 0
     assert "needs at least 20 traces of one run, got 5" in refused.stderr
+
+
+def test_the_slo_is_met_after_the_queue_drains_and_goodput_follows():
+    run = load_run(_traceset(_pool_run()))
+    projected = project_load(run, "inference.decode", 10.0, slo=parse_slo("e2e=200ms"))
+    # 400 ms before: no request meets 200 ms; 112 ms after: all of them do.
+    assert projected.attainment == (0.0, 1.0)
+    assert projected.goodput_per_s is not None
+    assert projected.goodput_per_s[0] == 0.0
+    assert projected.goodput_per_s[1] == pytest.approx(71.4, rel=0.03)
+
+
+def test_a_bench_sweep_is_projected_level_by_level(tmp_path):
+    two = _pool_run(clients=8)
+    for spans in two:
+        spans[0].attributes[attrs.RUN] = "bench-x-c8"
+    four = _pool_run(clients=4, gap_ms=50.0, wait_ms=100.0)
+    for n, spans in enumerate(four):
+        for s in spans:
+            s.trace_id = f"{n + 1000:032x}"
+        spans[0].attributes[attrs.RUN] = "bench-x-c4"
+    warm = _pool_run(n=8)
+    for n, spans in enumerate(warm):
+        for s in spans:
+            s.trace_id = f"{n + 5000:032x}"
+        spans[0].attributes[attrs.RUN] = "bench-x-warmup"
+    path = tmp_path / "sweep.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(to_otlp_json(t)) for t in two + four + warm))
+    proc = hoptrace(
+        "whatif", str(path), "--stage", "inference.decode", "--speedup", "10",
+        "--format", "json", "--slo", "e2e=200ms",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "model: load per level, 2 bench levels" in proc.stderr
+    levels = orjson.loads(proc.stdout)["levels"]
+    assert [(lv["run"], lv["clients"]) for lv in levels] == [("bench-x-c4", 4), ("bench-x-c8", 8)]
+    # 8 clients: 112 ms after; 4 clients through 2 slots held 28 ms: 56 ms.
+    assert levels[1]["after_ms"]["p50"] == pytest.approx(112, rel=0.02)
+    assert levels[0]["after_ms"]["p50"] == pytest.approx(56, rel=0.03)
+    assert levels[1]["slo"]["attainment"] == {"before": 0.0, "after": 1.0}

@@ -55,17 +55,28 @@ from tracer.analysis.simulate import (
     Step,
     simulate,
 )
+from tracer.analysis.slo import Slo
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
-__all__ = ["MAX_REQUESTS", "MIN_REQUESTS", "LoadRun", "LoadWhatIf", "load_run", "project_load"]
+__all__ = [
+    "MAX_REQUESTS",
+    "MIN_REQUESTS",
+    "LoadRun",
+    "LoadWhatIf",
+    "bench_levels",
+    "load_run",
+    "project_load",
+]
 
 #: Fewer measured requests than this: no load model.
 MIN_REQUESTS = 20
 #: More traces than this are more than one run: the load model asks for one.
 MAX_REQUESTS = 20_000
 _QUEUE = ".queue"
+#: The ``hoptrace.run`` of a bench level's warm-up ends so.
+WARMUP_SUFFIX = "-warmup"
 _MS = 1e6
 
 
@@ -93,6 +104,8 @@ class LoadRun:
     templates: tuple[_Template, ...]
     e2e_ms: tuple[float, ...]
     ttft_ms: tuple[float, ...]
+    #: each request's time to first token, aligned with ``e2e_ms`` (None: no mark)
+    ttft_each: tuple[float | None, ...]
     window_s: float
     answers_s: float
     clients: int | None
@@ -133,6 +146,25 @@ class LoadWhatIf:
     utilization_after: dict[str, float]
     arrivals: str
     notes: tuple[str, ...] = field(default=())
+    #: with an SLO: its limits (ms), the share of requests meeting it and the goodput
+    #: (requests/s meeting it), before (measured) and after (projected)
+    slo_limits_ms: tuple[tuple[str, float], ...] = ()
+    attainment: tuple[float, float] | None = None
+    goodput_per_s: tuple[float, float] | None = None
+
+
+def bench_levels(traceset: TraceSet) -> dict[str, TraceSet]:
+    """The bench levels among these traces (``hoptrace.run`` of the request spans that
+    carry ``hoptrace.bench.concurrency``, warm-ups left out), each level's traces apart."""
+    ids: dict[str, list[str]] = {}
+    for trace_id, spans in traceset.traces.items():
+        for s in spans:
+            if s.parent_id is None and attrs.BENCH_CONCURRENCY in s.attributes:
+                label = s.attributes.get(attrs.RUN)
+                if isinstance(label, str) and not label.endswith(WARMUP_SUFFIX):
+                    ids.setdefault(label, []).append(trace_id)
+                break
+    return {label: traceset.subset(found) for label, found in ids.items()}
 
 
 def load_run(
@@ -152,6 +184,7 @@ def load_run(
     templates: list[_Template] = []
     e2e: list[float] = []
     ttft: list[float] = []
+    ttft_each: list[float | None] = []
     starts: list[int] = []
     ends: list[int] = []
     busy: list[tuple[int, int]] = []
@@ -185,6 +218,7 @@ def load_run(
         starts.append(start)
         ends.append(end)
         e2e.append((end - start) / _MS)
+        ttft_each.append(None if first is None else first / _MS)
         if first is not None:
             ttft.append(first / _MS)
     if len(templates) < MIN_REQUESTS:
@@ -226,6 +260,7 @@ def load_run(
         templates=tuple(_keep_unsized(t, unsized) for t in templates),
         e2e_ms=tuple(e2e),
         ttft_ms=tuple(ttft),
+        ttft_each=tuple(ttft_each),
         window_s=window_s,
         answers_s=answers_s,
         clients=clients,
@@ -390,9 +425,16 @@ def _run(run: LoadRun, steps: list[list[Step]], requests: int, seed: int):  # no
 
 
 def project_load(
-    run: LoadRun, stage: str, speedup: float, *, requests: int = 3000, seed: int = 1
+    run: LoadRun,
+    stage: str,
+    speedup: float,
+    *,
+    slo: Slo | None = None,
+    requests: int = 3000,
+    seed: int = 1,
 ) -> LoadWhatIf:
-    """``stage`` ``speedup`` times faster, projected through the run's load."""
+    """``stage`` ``speedup`` times faster, projected through the run's load; with
+    ``slo`` (``ttft`` and ``e2e`` limits), its attainment and goodput before and after."""
     notes: list[str] = []
     if run.cores is None:
         notes.append(
@@ -448,23 +490,70 @@ def project_load(
         if run.clients
         else f"an open loop of {run.arrival_per_s:.1f} requests/s"
     )
+    limits: tuple[tuple[str, float], ...] = ()
+    attainment = goodput = None
+    if slo is not None:
+        limits = slo.limits_ms
+        met_before = _meeting(slo, run.e2e_ms, run.ttft_each, 1.0, 1.0)
+        # The simulated requests after, on the measured scale (as the percentiles).
+        e2e_scale = before.mean / sim_before.mean if sim_before.mean > 0 else 1.0
+        b_ttft = [x for x in base.ttft_ns if x is not None]
+        ttft_scale = (
+            ttft_before.mean / (float(np.mean(b_ttft)) / _MS)
+            if ttft_before is not None and b_ttft and np.mean(b_ttft) > 0
+            else 1.0
+        )
+        met_after = _meeting(
+            slo,
+            [x / _MS for x in after.e2e_ns],
+            [None if x is None else x / _MS for x in after.ttft_ns],
+            e2e_scale,
+            ttft_scale,
+        )
+        attainment = (met_before, met_after)
+    x_after = (
+        run.throughput_per_s * after.throughput_per_s / base.throughput_per_s
+        if base.throughput_per_s > 0
+        else after.throughput_per_s
+    )
+    if attainment is not None:
+        goodput = (attainment[0] * run.throughput_per_s, attainment[1] * x_after)
     return LoadWhatIf(
+        slo_limits_ms=limits,
+        attainment=attainment,
+        goodput_per_s=goodput,
         before=before,
         after=projected,
         ttft_before=ttft_before,
         ttft_after=ttft_after,
         simulated_before=sim_before,
         throughput_before_per_s=run.throughput_per_s,
-        throughput_after_per_s=(
-            run.throughput_per_s * after.throughput_per_s / base.throughput_per_s
-            if base.throughput_per_s > 0
-            else after.throughput_per_s
-        ),
+        throughput_after_per_s=x_after,
         bottleneck=bottleneck,
         utilization_after=util,
         arrivals=arrivals,
         notes=tuple(notes),
     )
+
+
+def _meeting(
+    slo: Slo,
+    e2e_ms: Sequence[float],
+    ttft_ms: Sequence[float | None],
+    e2e_scale: float,
+    ttft_scale: float,
+) -> float:
+    """The share of requests meeting every limit of ``slo`` (a request without a first
+    token misses a ``ttft`` limit)."""
+    e2e_limit, ttft_limit = slo.limit_ms("e2e"), slo.limit_ms("ttft")
+    met = 0
+    for e2e, ttft in zip(e2e_ms, ttft_ms, strict=True):
+        if e2e_limit is not None and e2e * e2e_scale > e2e_limit:
+            continue
+        if ttft_limit is not None and (ttft is None or ttft * ttft_scale > ttft_limit):
+            continue
+        met += 1
+    return met / len(e2e_ms) if e2e_ms else 0.0
 
 
 def _scaled(measured: Stats, sim_before: Stats, sim_after: Stats) -> Stats:

@@ -60,6 +60,8 @@ class WhatIf:
     model: str = "retime"
     model_reason: str = ""
     load: LoadWhatIf | None = None
+    #: a bench sweep's levels, each projected through its own load: (run, clients, it)
+    load_levels: tuple[tuple[str, int, LoadWhatIf], ...] = ()
 
     @property
     def ttft_realized_p50(self) -> float | None:

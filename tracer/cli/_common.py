@@ -371,6 +371,12 @@ def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 _LOAD_OPTIONS = [
     click.option(
+        "--slo",
+        metavar="ttft=200ms,e2e=2s",
+        help="With the load model: the share of requests meeting these limits and the "
+        "goodput (requests/s meeting them), before and after.",
+    ),
+    click.option(
         "--model",
         "model",
         type=click.Choice(["auto", "retime", "load"]),
@@ -409,10 +415,11 @@ def under_load(
     capacity: dict[str, float],
     cores: float | None,
     cpu_ms: float | None,
+    slo: Any = None,
 ) -> Any:
     """The what-if through the load model (``docs/whatif.md``) when ``model`` is
     ``load``, or ``auto`` and the run carries load; says which on stderr."""
-    from tracer.analysis.loadmodel import MAX_REQUESTS, load_run, project_load
+    from tracer.analysis.loadmodel import MAX_REQUESTS, bench_levels, load_run, project_load
     from tracer.analysis.whatif import replace, with_load
 
     try:
@@ -423,6 +430,9 @@ def under_load(
             )
         with busy(sources, "reading the run's traces for the load model") as notices:
             traces = selection.load(sources, notices)
+        levels = bench_levels(traces)
+        if len(levels) > 1:
+            return _each_level(result, levels, smap, capacity, cores, cpu_ms, slo, sources)
         run = load_run(traces, smap, capacity=capacity, cores=cores, cpu_ms_per_request=cpu_ms)
     except HoptraceError as exc:
         if model == "load":
@@ -438,7 +448,7 @@ def under_load(
         click.echo(f"model: retime, {reason}", err=True)
         return replace(result, model_reason=reason)
     with busy(sources, "simulating the run's load before and after"):
-        projected = project_load(run, result.stage, result.speedup)
+        projected = project_load(run, result.stage, result.speedup, slo=slo)
     reason = (
         f"the run's load simulated: {projected.arrivals}, {run.in_flight:.1f} requests "
         f"in flight on average"
@@ -451,3 +461,33 @@ def under_load(
 
 def _pools(pools: dict[str, int]) -> str:
     return ", ".join(f"{name} {size}" for name, size in sorted(pools.items()))
+
+
+def _each_level(
+    result: Any,
+    levels: dict[str, Any],
+    smap: Any,
+    capacity: dict[str, float],
+    cores: float | None,
+    cpu_ms: float | None,
+    slo: Any,
+    sources: tuple[str, ...],
+) -> Any:
+    """A bench sweep: each level projected through its own load (``levels`` in the
+    JSON); the figures of all levels together stay the retiming's."""
+    from tracer.analysis.loadmodel import load_run, project_load
+    from tracer.analysis.whatif import replace
+
+    out = []
+    with busy(sources, f"simulating {len(levels)} bench levels before and after"):
+        for label, traces in levels.items():
+            run = load_run(traces, smap, capacity=capacity, cores=cores, cpu_ms_per_request=cpu_ms)
+            projected = project_load(run, result.stage, result.speedup, slo=slo)
+            out.append((label, run.clients or 0, projected))
+    out.sort(key=lambda level: level[1])
+    reason = (
+        f"{len(out)} bench levels: each projected through its own load (levels); "
+        "all of them together retimed trace by trace"
+    )
+    click.echo(f"model: load per level, {reason}", err=True)
+    return replace(result, model_reason=reason, load_levels=tuple(out))

@@ -238,6 +238,7 @@ def whatif(
     stage: str,
     speedup: float,
     model: str,
+    slo: str | None,
     capacities: tuple[str, ...],
     cores: float | None,
     cpu_per_request_ms: float | None,
@@ -254,9 +255,11 @@ def whatif(
     """
     from tracer.analysis import render
     from tracer.analysis.capacity import parse_capacities
+    from tracer.analysis.slo import TRACE_METRICS, parse_slo
     from tracer.analysis.whatif import Projection
 
     capacity = parse_capacities(capacities)  # a bad one fails before any trace is read
+    limits = None if slo is None else parse_slo(slo, "--slo", TRACE_METRICS)
     smap = selection.stage_map()
     projection = Projection(stage, speedup)
     # Every trace is projected as it is attributed (no spans kept); the analysis by
@@ -295,7 +298,15 @@ def whatif(
         return
     if model != "retime":
         result = under_load(
-            result, sources, selection, smap, model, capacity.as_dict(), cores, cpu_per_request_ms
+            result,
+            sources,
+            selection,
+            smap,
+            model,
+            capacity.as_dict(),
+            cores,
+            cpu_per_request_ms,
+            limits,
         )
     render_as(
         fmt,

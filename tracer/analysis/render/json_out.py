@@ -10,6 +10,7 @@ import orjson
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import cost_per_request
+from tracer.analysis.loadmodel import LoadWhatIf
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
 __all__ = [
@@ -116,16 +117,48 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
         "warnings": {"skipped_traces": w.skipped_traces, "messages": list(w.messages)},
         "model": w.model,
         "model_reason": w.model_reason,
-        **(_load_dict(w) if w.load is not None else {}),
+        **(_load_dict(w.load) if w.load is not None else {}),
+        **(
+            {
+                "levels": [
+                    {"run": run, "clients": clients, **_load_dict(lw, before_after=True)}
+                    for run, clients, lw in w.load_levels
+                ]
+            }
+            if w.load_levels
+            else {}
+        ),
     }
 
 
-def _load_dict(w: WhatIf) -> dict[str, Any]:
-    """What the load model adds to the what-if's JSON."""
-    load = w.load
-    assert load is not None
+def _load_dict(load: LoadWhatIf, before_after: bool = False) -> dict[str, Any]:
+    """What the load model adds to the what-if's JSON (with ``before_after``, a level's
+    own before and after too)."""
     keys = ("mean", "p50", "p90", "p99")
+    own: dict[str, Any] = {}
+    if before_after:
+        own = {
+            "before_ms": stats_dict(load.before, keys),
+            "after_ms": stats_dict(load.after, keys),
+            "ttft_before_ms": stats_dict(load.ttft_before, keys),
+            "ttft_after_ms": stats_dict(load.ttft_after, keys),
+        }
+    slo = None
+    if load.attainment is not None and load.goodput_per_s is not None:
+        slo = {
+            "limits_ms": {k: number(v) for k, v in load.slo_limits_ms},
+            "attainment": {
+                "before": number(load.attainment[0]),
+                "after": number(load.attainment[1]),
+            },
+            "goodput_per_s": {
+                "before": number(load.goodput_per_s[0]),
+                "after": number(load.goodput_per_s[1]),
+            },
+        }
     return {
+        **own,
+        "slo": slo,
         "arrivals": load.arrivals,
         "throughput_per_s": {
             "before": number(load.throughput_before_per_s),

@@ -221,21 +221,51 @@ def whatif_sections(w: WhatIf) -> list[Section]:
             f"at {lw.utilization_after.get(lw.bottleneck, 0.0) * 100:.0f}%"
         )
         head.notes.extend(lw.notes)
+        if lw.attainment is not None and lw.goodput_per_s is not None:
+            head.notes.append(
+                f"SLO {_limits(lw.slo_limits_ms)}: met by {lw.attainment[0] * 100:.0f}% -> "
+                f"{lw.attainment[1] * 100:.0f}% of requests; goodput "
+                f"{lw.goodput_per_s[0]:.1f} -> {lw.goodput_per_s[1]:.1f} requests/s"
+            )
     head.notes.append(
         f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's bound for "
         f"{w.speedup:g}x on it is {ideal_speedup(w.stage_share, w.speedup):.2f}x"
     )
+    if w.model_reason:
+        head.notes.append(f"model: {w.model}, {w.model_reason}")
+    levels = None
+    if w.load_levels:
+        levels = Section(
+            f"Under load, each bench level ({w.stage} {w.speedup:g}x faster)",
+            ["level", "P50 before", "P50 after", "P90 before", "P90 after", "req/s", "busiest"],
+        )
+        for run, clients, lw in w.load_levels:
+            levels.rows.append(
+                [
+                    f"{run} ({clients} clients)",
+                    fmt_ms(lw.before.p50),
+                    fmt_ms(lw.after.p50),
+                    fmt_ms(lw.before.p90),
+                    fmt_ms(lw.after.p90),
+                    f"{lw.throughput_before_per_s:.1f} -> {lw.throughput_after_per_s:.1f}",
+                    lw.bottleneck,
+                ]
+            )
     shares = Section("Shares of the critical path, before and after", ["group", "before", "after"])
     before = dict(w.before_groups)
     for name, share in nested(w.after_groups, lambda g: g[0]):
         shares.rows.append([group_label(name), fmt_pct(before.get(name, 0.0)), fmt_pct(share)])
-    out = [head, shares]
+    out = [head, *([levels] if levels is not None else []), shares]
     if w.messages or w.skipped_traces:
         warn = Section("Warnings")
         warn.notes.append(f"skipped traces: {w.skipped_traces}")
         warn.notes.extend(w.messages)
         out.append(warn)
     return out
+
+
+def _limits(limits: tuple[tuple[str, float], ...]) -> str:
+    return ",".join(f"{k}={v:g}ms" for k, v in limits)
 
 
 def comparison_sections(c: Comparison) -> list[Section]:
