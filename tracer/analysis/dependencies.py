@@ -217,6 +217,27 @@ def _later(a: int, b: int, hi: Sequence[N], real_hi: dict[int, int], lo: Sequenc
     return a > b
 
 
+def _path(deps: Dependencies, kids: Sequence[int], hi: Sequence[N]) -> list[int]:
+    """The kids a tangled span's walk passes through, in start order: from the one that
+    ended last back through the latest-ending sibling each waited for (``hi``: the
+    model's ends or a retimed trace's; ties broken as the module docstring says)."""
+    joins, real_hi, lo = deps.joins, deps.real_hi, deps.lo
+    waited: dict[int, int] = {}
+    best = last = -1
+    for c in kids:  # in start order: each kid's wait set holds its predecessors'
+        for a in joins.get(c, _NONE):
+            if best < 0 or _later(a, best, hi, real_hi, lo):
+                best = a
+        waited[c] = best
+        if last < 0 or _later(c, last, hi, real_hi, lo):
+            last = c
+    path = [last]
+    while waited[path[-1]] >= 0:
+        path.append(waited[path[-1]])
+    path.reverse()
+    return path
+
+
 def critical_times(
     deps: Dependencies, lo: Sequence[N] | None = None, hi: Sequence[N] | None = None
 ) -> dict[int, N]:
@@ -252,28 +273,11 @@ def critical_times(
             if mine:
                 own[s] = mine
             continue
-        # Each kid's latest-ending earlier sibling, from the joins in start order.
-        joins, real_hi, order_lo = deps.joins, deps.real_hi, deps.lo
-        waited: dict[int, int] = {}
-        best = -1
-        last = -1
-        for c in mine_kids:
-            for a in joins.get(c, _NONE):
-                if best < 0 or _later(a, best, hi, real_hi, order_lo):
-                    best = a
-            waited[c] = best
-            if last < 0 or _later(c, last, hi, real_hi, order_lo):
-                last = c
-        mine = hi[s] - hi[last]
-        c = last
-        while True:
-            stack.append(c)
-            a = waited[c]
-            if a < 0:
-                mine += lo[c] - lo[s]
-                break
-            mine += lo[c] - hi[a]
-            c = a
+        path = _path(deps, mine_kids, hi)
+        mine = (hi[s] - hi[path[-1]]) + (lo[path[0]] - lo[s])
+        stack.extend(path)
+        for before, c in zip(path, path[1:], strict=False):
+            mine += lo[c] - hi[before]
         if mine:
             own[s] = mine
     return own
@@ -294,20 +298,7 @@ def critical_sections(deps: Dependencies) -> list[tuple[int, int, int]]:
         if s not in tangled:
             path = list(mine_kids)
         else:
-            joins, real_hi = deps.joins, deps.real_hi
-            waited: dict[int, int] = {}
-            best = last = -1
-            for c in mine_kids:
-                for a in joins.get(c, _NONE):
-                    if best < 0 or _later(a, best, hi, real_hi, lo):
-                        best = a
-                waited[c] = best
-                if last < 0 or _later(c, last, hi, real_hi, lo):
-                    last = c
-            path = [last]
-            while waited[path[-1]] >= 0:
-                path.append(waited[path[-1]])
-            path.reverse()
+            path = _path(deps, mine_kids, hi)
         cursor = lo[s]
         for c in path:
             out.append((s, cursor, lo[c]))
