@@ -27,7 +27,8 @@ from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.arrival import wait_for_traces
-from tracer.analysis.loadmodel import load_run, project_load
+from tracer.analysis.loadmodel import project_load
+from tracer.analysis.loadrun import load_run
 from tracer.analysis.split import split_traces
 from tracer.analysis.substages import covers
 from tracer.analysis.whatif import with_load

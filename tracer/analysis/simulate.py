@@ -23,30 +23,15 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = [
-    "ACQUIRE",
-    "BACKGROUND",
-    "CPU",
-    "DELAY",
-    "JOIN",
-    "MARK",
-    "RELEASE",
-    "Simulated",
-    "Step",
-    "simulate",
-]
+__all__ = ["ACQUIRE", "CPU", "DELAY", "MARK", "RELEASE", "Simulated", "Step", "simulate"]
 
 DELAY, CPU, ACQUIRE, RELEASE, MARK = "delay", "cpu", "acquire", "release", "mark"
-BACKGROUND, JOIN = "background", "join"
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """One step of a request: ``DELAY`` or ``CPU`` for ``ns`` nanoseconds (CPU time at
-    a full core), ``ACQUIRE``/``RELEASE`` a slot of ``pool``, or ``MARK`` its first token.
-    ``BACKGROUND`` starts ``ns`` of CPU that runs beside the request's next steps (a
-    stream's relays beside the model's next token); ``JOIN`` waits until all of it is
-    done."""
+    a full core), ``ACQUIRE``/``RELEASE`` a slot of ``pool``, or ``MARK`` its first token."""
 
     kind: str
     ns: float = 0.0
@@ -69,7 +54,7 @@ class Simulated:
 
 
 class _Request:
-    __slots__ = ("steps", "at", "started", "first", "client", "pending", "joining")
+    __slots__ = ("steps", "at", "started", "first", "client")
 
     def __init__(self, steps: Sequence[Step], started: float, client: int) -> None:
         self.steps = steps
@@ -77,17 +62,6 @@ class _Request:
         self.started = started
         self.first: float | None = None
         self.client = client
-        self.pending = 0  # background CPU bursts still running
-        self.joining = False
-
-
-class _Burst:
-    """Background CPU of a request."""
-
-    __slots__ = ("owner",)
-
-    def __init__(self, owner: _Request) -> None:
-        self.owner = owner
 
 
 class _Sim:
@@ -105,7 +79,7 @@ class _Sim:
         self.heap: list[tuple[float, int, int, _Request | None]] = []
         self.order = 0
         # CPU: running bursts' remaining work, when they were last brought up to date
-        self.running: dict[_Request | _Burst, float] = {}
+        self.running: dict[_Request, float] = {}
         self.updated = 0.0
         self.version = 0
         self.cpu_busy = 0.0  # core-ns used
@@ -138,7 +112,7 @@ class _Sim:
             shortest = min(self.running.values())
             self.at(self.now + max(shortest, 0.0) / self._rate(), None, self.version)
 
-    def cpu(self, request: _Request | _Burst, ns: float) -> None:
+    def cpu(self, request: _Request, ns: float) -> None:
         self._catch_up()
         self.running[request] = ns
         self._reschedule()
@@ -150,17 +124,7 @@ class _Sim:
         for r in done:
             del self.running[r]
         self._reschedule()
-        ready = []
-        for r in done:
-            if type(r) is _Burst:
-                owner = r.owner
-                owner.pending -= 1
-                if owner.joining and not owner.pending:
-                    owner.joining = False
-                    ready.append(owner)
-            else:
-                ready.append(r)  # type: ignore[arg-type]
-        return ready
+        return done
 
     # -- pools, first come first served --------------------------------------------
     def _pool_catch_up(self, name: str) -> None:
@@ -268,14 +232,6 @@ def simulate(
                         break  # woken when a slot passes to it
                 elif step.kind == RELEASE:
                     sim.release(step.pool)
-                elif step.kind == BACKGROUND:
-                    if step.ns > 0:
-                        r.pending += 1
-                        sim.cpu(_Burst(r), step.ns)
-                elif step.kind == JOIN:
-                    if r.pending:
-                        r.joining = True
-                        break  # woken when its last background burst is done
                 elif step.kind == MARK:
                     if r.first is None:
                         r.first = sim.now

@@ -419,7 +419,8 @@ def under_load(
 ) -> Any:
     """The what-if through the load model (``docs/whatif.md``) when ``model`` is
     ``load``, or ``auto`` and the run carries load; says which on stderr."""
-    from tracer.analysis.loadmodel import MAX_REQUESTS, bench_levels, load_run, project_load
+    from tracer.analysis.loadmodel import project_load
+    from tracer.analysis.loadrun import MAX_REQUESTS, bench_levels, load_run
     from tracer.analysis.whatif import replace, with_load
 
     try:
@@ -475,7 +476,8 @@ def _each_level(
 ) -> Any:
     """A bench sweep: each level projected through its own load (``levels`` in the
     JSON); the figures of all levels together stay the retiming's."""
-    from tracer.analysis.loadmodel import load_run, project_load
+    from tracer.analysis.loadmodel import project_load
+    from tracer.analysis.loadrun import load_run
     from tracer.analysis.whatif import replace
 
     out = []
