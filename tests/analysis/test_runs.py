@@ -125,7 +125,10 @@ def test_check_notes_mixed_runs_on_a_file(mixed_file, tmp_path):
     assert "note: these traces mix 4 runs" in proc.stderr
 
 
-def test_analysis_says_nothing_of_runs_with_run_or_one_run(mixed_store, tmp_path):
+def test_analysis_says_nothing_of_runs_with_run_split_by_or_one_run(mixed_store, tmp_path):
+    split = hoptrace("analyze", str(mixed_store), "--split-by", "hoptrace.run")
+    assert split.returncode == 0, split.stderr
+    assert "note:" not in split.stderr and "d1:candidate" in split.stdout
     picked = hoptrace("analyze", str(mixed_store), "--run", "*:baseline", "--format", "json")
     assert picked.returncode == 0, picked.stderr
     assert "note:" not in picked.stderr

@@ -58,12 +58,13 @@ def _analyze(
 ) -> tuple[Any, Any]:
     """Analysis and (when kept) traces of the selected sources, with progress; each
     trace's ``split_by`` value and what-if ``projection`` are kept in the analysis.
-    With ``note`` and no ``--run``, says on stderr when the traces mix several runs
-    (each trace's run kept as its split value, unless another attribute splits)."""
+    With ``note``, no ``--run`` and no ``--split-by`` (which shows each value on its
+    own), says on stderr when the traces mix several runs (each trace's run kept as
+    its split value, so it costs no second pass)."""
     from tracer.analysis import analyze_sources
     from tracer.analysis.runs import RUN, mixed_runs_note
 
-    noting = note and selection.run is None and split_by in (None, RUN)
+    noting = note and selection.run is None and split_by is None
 
     with busy(sources, what) as notices, _byte_progress() as bar:
         task = bar.add_task("reading", total=None)
