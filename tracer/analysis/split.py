@@ -19,9 +19,19 @@ from tracer.spans.model import Span
 if TYPE_CHECKING:
     from tracer.analysis._table import Columns
     from tracer.analysis.aggregate import Analysis
+    from tracer.analysis.whatif import Projection, WhatIf
     from tracer.spans.model import Warnings
 
-__all__ = ["NONE", "Split", "split_analysis", "split_by", "split_traces", "split_value"]
+__all__ = [
+    "NONE",
+    "Split",
+    "split_aggregate",
+    "split_analysis",
+    "split_by",
+    "split_traces",
+    "split_value",
+    "split_whatif",
+]
 
 R = TypeVar("R")
 
@@ -89,6 +99,33 @@ def split_analysis(
         index = cols.strings.index(value) if value in cols.strings else -2
         out.append((value, count, run(cols.subset(cols.split == index), analysis.loaded, tally)))
     return Split(attribute, tuple(out))
+
+
+def split_aggregate(analysis: Analysis, attribute: str, group_by: str) -> Split[Analysis]:
+    """Each value's analysis by ``group_by``, from an analysis attributed with
+    ``split_by=attribute`` (as :func:`split_analysis`)."""
+    from tracer.analysis.aggregate import aggregate_columns
+
+    return split_analysis(
+        analysis,
+        attribute,
+        lambda cols, loaded, tally: aggregate_columns(cols, group_by, loaded, tally),
+    )
+
+
+def split_whatif(analysis: Analysis, attribute: str, projection: Projection) -> Split[WhatIf | str]:
+    """Each value's what-if, from an analysis attributed with ``split_by=attribute`` and
+    ``projection``; a value whose traces cannot be projected (none of them passes
+    through the stage) gets the reason instead."""
+    from tracer._errors import NoUsableDataError
+
+    def one(cols: Columns, loaded: Warnings, tally: Warnings) -> WhatIf | str:
+        try:
+            return projection.result(cols, loaded, tally)
+        except (ConfigError, NoUsableDataError) as exc:
+            return str(exc)
+
+    return split_analysis(analysis, attribute, one)
 
 
 def _no_value(attribute: str) -> None:

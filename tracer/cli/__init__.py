@@ -1,8 +1,8 @@
 """The ``hoptrace`` command line.
 
 One module per command group (``analysis``: analyze, whatif, compare, report, check;
-``collect``; ``bench``; ``demo``: demo and serve), the options and output dispatch
-they share in ``_common``. Imports run one way: this module imports the command
+``runs``; ``collect``; ``bench``; ``demo``: demo and serve), the options and output
+dispatch they share in ``_common``. Imports run one way: this module imports the command
 modules, they import ``_common``, and nothing imports this module back.
 
 Every user mistake is one line on stderr and a non-zero exit, never a traceback.
@@ -16,7 +16,7 @@ import click
 
 from tracer._errors import HoptraceError
 from tracer._terminal import printable
-from tracer.cli import analysis, bench, collect, demo
+from tracer.cli import analysis, bench, collect, demo, runs
 
 __all__ = ["main"]
 
@@ -44,6 +44,6 @@ def main() -> None:
     """
 
 
-for _module in (analysis, collect, bench, demo):
+for _module in (analysis, runs, collect, bench, demo):
     for _command in _module.COMMANDS:
         main.add_command(_command)

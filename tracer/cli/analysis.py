@@ -12,7 +12,6 @@ from tracer.cli._common import (
     Selection,
     busy,
     emit,
-    engine_options,
     format_option,
     group_by_option,
     jaeger_option,
@@ -22,7 +21,6 @@ from tracer.cli._common import (
     source_label,
     source_options,
     split_option,
-    stage_map_of,
     trace_links,
     under_load,
 )
@@ -56,10 +54,17 @@ def _analyze(
     what: str = "reading and attributing traces",
     split_by: str | None = None,
     projection: Any = None,
+    note: bool = True,
 ) -> tuple[Any, Any]:
     """Analysis and (when kept) traces of the selected sources, with progress; each
-    trace's ``split_by`` value and what-if ``projection`` are kept in the analysis."""
+    trace's ``split_by`` value and what-if ``projection`` are kept in the analysis.
+    With ``note``, no ``--run`` and no ``--split-by`` (which shows each value on its
+    own), says on stderr when the traces mix several runs (each trace's run kept as
+    its split value, so it costs no second pass)."""
     from tracer.analysis import analyze_sources
+    from tracer.analysis.runs import RUN, mixed_runs_note
+
+    noting = note and selection.run is None and split_by is None
 
     with busy(sources, what) as notices, _byte_progress() as bar:
         task = bar.add_task("reading", total=None)
@@ -72,7 +77,7 @@ def _analyze(
             else:
                 bar.update(task, description="attributing traces")
 
-        return analyze_sources(
+        result = analyze_sources(
             sources,
             group_by=group_by,
             stage_map=smap,
@@ -86,11 +91,14 @@ def _analyze(
             backend=selection.backend,
             query=selection.query,
             listener=notices,
-            split_by=split_by,
+            split_by=RUN if noting else split_by,
             projection=projection,
             engine=selection.engine,
             scheduler=selection.scheduler,
         )
+    if noting and (line := mixed_runs_note(result[0])):
+        click.echo(line, err=True)
+    return result
 
 
 def _waterfalls(result: Any, traces: Any, smap: Any, sources: tuple[str, ...]) -> Any:
@@ -120,31 +128,9 @@ def _report(
 
 def _split_analysis(result: Any, attribute: str | None, group_by: str) -> Any:
     """Each value's analysis, from an analysis attributed with ``split_by=attribute``."""
-    from tracer.analysis.aggregate import aggregate_columns
-    from tracer.analysis.split import split_analysis
+    from tracer.analysis.split import split_aggregate
 
-    if attribute is None:
-        return None
-    return split_analysis(
-        result,
-        attribute,
-        lambda cols, loaded, tally: aggregate_columns(cols, group_by, loaded, tally),
-    )
-
-
-def _split_whatif(result: Any, attribute: str, projection: Any) -> Any:
-    """What-if per value; a value whose traces cannot be projected (none of them passes
-    through the stage) gets the reason."""
-    from tracer._errors import NoUsableDataError
-    from tracer.analysis.split import split_analysis
-
-    def one(cols: Any, loaded: Any, tally: Any) -> Any:
-        try:
-            return projection.result(cols, loaded, tally)
-        except (ConfigError, NoUsableDataError) as exc:
-            return str(exc)
-
-    return split_analysis(result, attribute, one)
+    return None if attribute is None else split_aggregate(result, attribute, group_by)
 
 
 @click.command()
@@ -256,6 +242,7 @@ def whatif(
     from tracer.analysis import render
     from tracer.analysis.capacity import parse_capacities
     from tracer.analysis.slo import TRACE_METRICS, parse_slo
+    from tracer.analysis.split import split_whatif
     from tracer.analysis.whatif import Projection
 
     capacity = parse_capacities(capacities)  # a bad one fails before any trace is read
@@ -279,7 +266,7 @@ def whatif(
     # split; the page shows this projection too.
     result = projection.result(whole.columns, whole.loaded, whole.tally)
     if split_by is not None:
-        parts = _split_whatif(whole, split_by, projection)
+        parts = split_whatif(whole, split_by, projection)
         render_as(
             fmt,
             output,
@@ -322,8 +309,9 @@ def whatif(
 @click.argument("candidate")
 @group_by_option
 @format_option
-@click.option("--stage-map", type=click.Path(dir_okay=False))
-@engine_options
+@click.option("--baseline-run", metavar="PATTERN", help="The baseline's run (as --run).")
+@click.option("--candidate-run", metavar="PATTERN", help="The candidate's run (as --run).")
+@source_options
 def compare(
     baseline: str,
     candidate: str,
@@ -331,21 +319,29 @@ def compare(
     fmt: str,
     output: str | None,
     jaeger_url: str,
-    stage_map: str | None,
-    engine: str,
-    scheduler: str | None,
+    baseline_run: str | None,
+    candidate_run: str | None,
+    selection: Selection,
 ) -> None:
-    """Compare a BASELINE run with a CANDIDATE run, stage by stage."""
+    """Compare a BASELINE run with a CANDIDATE run, stage by stage.
+
+    Two runs of one source: give it twice, each side with its run, e.g.
+    hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run
+    '*:candidate'. The source options select the traces of both sides.
+    """
+    from dataclasses import replace
+
     from tracer.analysis import compare as diff
     from tracer.analysis import render
 
-    if scheduler is not None and engine != "dask":
-        raise ConfigError("--scheduler is for the Dask engine: add --engine dask")
-    smap = stage_map_of(stage_map)
-    everything = Selection(engine=engine, scheduler=scheduler)
-    before, _ = _analyze((baseline,), everything, group_by, smap, False, "reading the baseline")
+    smap = selection.stage_map()
+    baselines = replace(selection, run=baseline_run or selection.run)
+    before, _ = _analyze(
+        (baseline,), baselines, group_by, smap, what="reading the baseline", note=False
+    )
+    candidates = replace(selection, run=candidate_run or selection.run)
     after, candidate_traces = _analyze(
-        (candidate,), everything, group_by, smap, False, "reading the candidate"
+        (candidate,), candidates, group_by, smap, what="reading the candidate", note=False
     )
     result = diff(before, after)
     render_as(
@@ -419,7 +415,9 @@ def report(
         views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
     if baseline is not None:
         same_engine = Selection(engine=selection.engine, scheduler=selection.scheduler)
-        before, _ = _analyze((baseline,), same_engine, group_by, smap, what="reading the baseline")
+        before, _ = _analyze(
+            (baseline,), same_engine, group_by, smap, what="reading the baseline", note=False
+        )
         views["comparison"] = diff(before, result)
     views["split"] = _split_analysis(result, split_by, group_by)
     jaeger_url = trace_links(jaeger_url, sources, traces)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         stats_dict,
         whatif_dict,
     )
+    from tracer.analysis.render.runs import runs_dict, runs_sections
     from tracer.analysis.render.sections import (
         Section,
         analysis_sections,
@@ -50,6 +51,8 @@ _HOME = {
     "comparison_dict": "tracer.analysis.render.json_out",
     "comparison_sections": "tracer.analysis.render.sections",
     "dumps": "tracer.analysis.render.json_out",
+    "runs_dict": "tracer.analysis.render.runs",
+    "runs_sections": "tracer.analysis.render.runs",
     "slo_dict": "tracer.analysis.render.slo",
     "slo_sections": "tracer.analysis.render.slo",
     "split_analysis_dict": "tracer.analysis.render.split",
@@ -79,6 +82,8 @@ __all__ = [
     "comparison_dict",
     "comparison_sections",
     "dumps",
+    "runs_dict",
+    "runs_sections",
     "slo_dict",
     "slo_sections",
     "split_analysis_dict",

@@ -1,0 +1,108 @@
+"""The runs in a source: each ``hoptrace.run`` value, its traces, times and kind.
+
+A trace's run is the ``hoptrace.run`` of its earliest span that carries it (the root
+span, in the traces of ``hoptrace bench`` and ``hoptrace demo``), as ``--split-by
+hoptrace.run`` groups them; traces without one form the run :data:`NO_RUN`. A run's
+kind comes from its label and attributes:
+
+- ``warm-up``: the label ends with ``-warmup`` (``hoptrace bench``) or ``:warmup``;
+- ``demo baseline`` / ``demo candidate``: labels ``ID:baseline`` / ``ID:candidate``;
+- ``bench level c=N``: its traces carry ``hoptrace.bench.concurrency`` N;
+- ``run``: anything else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tracer import attributes as attrs
+from tracer.analysis._attribute import NONE, split_value
+from tracer.analysis.aggregate import Analysis
+from tracer.analysis.traceset import TraceSet
+
+RUN = attrs.RUN
+
+__all__ = ["NO_RUN", "RUN", "Run", "list_runs", "mixed_runs_note", "run_kind"]
+
+#: The label of the traces that carry no ``hoptrace.run``.
+NO_RUN = "(no run)"
+#: How many run labels the mixing note names before ``...``.
+_NAMED = 3
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a source: its traces' first and last start, services and kind."""
+
+    label: str
+    traces: int
+    first_start_ns: int
+    last_start_ns: int
+    services: tuple[str, ...]
+    kind: str
+
+    @property
+    def span_s(self) -> float:
+        """Seconds from the first trace's start to the last's."""
+        return (self.last_start_ns - self.first_start_ns) / 1e9
+
+
+def run_kind(label: str, concurrency: str | None = None) -> str:
+    """The kind of the run ``label`` (module docstring); ``concurrency`` is its traces'
+    ``hoptrace.bench.concurrency``, if any."""
+    if label.endswith(("-warmup", ":warmup")):
+        return "warm-up"
+    if label.endswith(":baseline"):
+        return "demo baseline"
+    if label.endswith(":candidate"):
+        return "demo candidate"
+    if concurrency not in (None, NONE):
+        return f"bench level c={concurrency}"
+    return "run"
+
+
+def list_runs(traceset: TraceSet) -> list[Run]:
+    """Every run of ``traceset``, by first start (ties by label)."""
+    seen: dict[str, list[tuple[int, set[str], str]]] = {}
+    for spans in traceset.traces.values():
+        if not spans:
+            continue
+        label = split_value(spans, attrs.RUN)
+        level = split_value(spans, attrs.BENCH_CONCURRENCY)
+        start = min(s.start_ns for s in spans)
+        seen.setdefault(NO_RUN if label == NONE else label, []).append(
+            (start, {s.service for s in spans}, level)
+        )
+    runs = []
+    for label, rows in seen.items():
+        starts = [start for start, _, _ in rows]
+        levels = {level for _, _, level in rows} - {NONE}
+        runs.append(
+            Run(
+                label=label,
+                traces=len(rows),
+                first_start_ns=min(starts),
+                last_start_ns=max(starts),
+                services=tuple(sorted(set().union(*(names for _, names, _ in rows)))),
+                kind="run"
+                if label == NO_RUN
+                else run_kind(label, next(iter(levels)) if len(levels) == 1 else None),
+            )
+        )
+    return sorted(runs, key=lambda r: (r.first_start_ns, r.label))
+
+
+def mixed_runs_note(analysis: Analysis) -> str | None:
+    """One line saying the traces of ``analysis`` (attributed with ``split_by=
+    hoptrace.run``) mix several runs, or None when they hold at most one."""
+    labels = sorted(
+        (value for value in analysis.split_parts or {} if value != NONE),
+        key=lambda v: (-(analysis.split_parts or {})[v][0], v),
+    )
+    if len(labels) < 2:
+        return None
+    named = ", ".join(labels[:_NAMED]) + (", ..." if len(labels) > _NAMED else "")
+    return (
+        f"note: these traces mix {len(labels)} runs ({named}); pick one with --run PATTERN "
+        "(hoptrace runs lists them)"
+    )
