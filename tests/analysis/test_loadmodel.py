@@ -169,7 +169,11 @@ def test_a_bench_sweep_is_projected_level_by_level(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "model: load per level, 2 bench levels" in proc.stderr
-    levels = orjson.loads(proc.stdout)["levels"]
+    out = orjson.loads(proc.stdout)
+    levels = out["levels"]
+    # Both levels answer as many requests a second (the 2 slots), at twice the latency
+    # at 8 clients: the knee is at 8, before and after (the slots stay the limit).
+    assert out["knee"] == {"before": 8, "after": 8}
     assert [(lv["run"], lv["clients"]) for lv in levels] == [("bench-x-c4", 4), ("bench-x-c8", 8)]
     # 8 clients: 112 ms after; 4 clients through 2 slots held 28 ms: 56 ms.
     assert levels[1]["after_ms"]["p50"] == pytest.approx(112, rel=0.02)

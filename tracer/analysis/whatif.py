@@ -62,6 +62,8 @@ class WhatIf:
     load: LoadWhatIf | None = None
     #: a bench sweep's levels, each projected through its own load: (run, clients, it)
     load_levels: tuple[tuple[str, int, LoadWhatIf], ...] = ()
+    #: the sweep's knee (``docs/bench.md``) as measured and after the change (None: none)
+    load_knee: tuple[int | None, int | None] | None = None
 
     @property
     def ttft_realized_p50(self) -> float | None:

@@ -492,4 +492,41 @@ def _each_level(
         "all of them together retimed trace by trace"
     )
     click.echo(f"model: load per level, {reason}", err=True)
-    return replace(result, model_reason=reason, load_levels=tuple(out))
+    return replace(result, model_reason=reason, load_levels=tuple(out), load_knee=_knees(out))
+
+
+@dataclass(frozen=True)
+class _SweepLevel:
+    """A bench level as the knee rule reads it (``tracer._sweep.find_knee``)."""
+
+    concurrency: int
+    stats: Any
+    throughput: float
+    samples: tuple = ()
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> list[bool]:
+        return [True]
+
+    def e2e(self) -> Any:
+        return self.stats
+
+    def requests_per_s(self) -> float:
+        return self.throughput
+
+
+def _knees(levels: list[tuple[str, int, Any]]) -> tuple[int | None, int | None]:
+    """The sweep's knee (docs/bench.md) as measured, and where it moves after the change."""
+    from tracer._sweep import find_knee
+
+    before = find_knee(
+        [_SweepLevel(c, lw.before, lw.throughput_before_per_s) for _, c, lw in levels]  # type: ignore[misc]
+    )
+    after = find_knee(
+        [_SweepLevel(c, lw.after, lw.throughput_after_per_s) for _, c, lw in levels]  # type: ignore[misc]
+    )
+    return (
+        before.concurrency if before is not None else None,
+        after.concurrency if after is not None else None,
+    )

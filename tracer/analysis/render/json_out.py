@@ -123,7 +123,11 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
                 "levels": [
                     {"run": run, "clients": clients, **_load_dict(lw, before_after=True)}
                     for run, clients, lw in w.load_levels
-                ]
+                ],
+                "knee": {
+                    "before": w.load_knee[0] if w.load_knee else None,
+                    "after": w.load_knee[1] if w.load_knee else None,
+                },
             }
             if w.load_levels
             else {}

@@ -251,6 +251,12 @@ def whatif_sections(w: WhatIf) -> list[Section]:
                     lw.bottleneck,
                 ]
             )
+        if w.load_knee is not None:
+            knee_was, knee_is = (f"c={c}" if c else "none" for c in w.load_knee)
+            levels.notes.append(
+                f"knee (added clients bought little throughput while latency grew): "
+                f"{knee_was} as measured, {knee_is} after the change"
+            )
     shares = Section("Shares of the critical path, before and after", ["group", "before", "after"])
     before = dict(w.before_groups)
     for name, share in nested(w.after_groups, lambda g: g[0]):
