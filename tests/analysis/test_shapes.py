@@ -216,6 +216,27 @@ def test_batched_walks_follow_the_dependency_model_on_near_touching_siblings(see
     assert taken > 1500
 
 
+@pytest.mark.parametrize("seed", [4, 5])
+def test_batches_agree_with_the_scalar_path_whatever_else_a_span_carries(seed):
+    # What the shape key does not hold (status, attribute values, marks, times) varies
+    # from trace to trace: a decision that read it without the key holding it would
+    # make the batches and the scalar path disagree here.
+    rng = random.Random(seed)
+    traces = [_trace(i, _SHAPES[0], rng, odd=False) for i in range(1200)]
+    for spans in traces:
+        for s in spans:
+            s.status = rng.choice([0, 0, 1, 2])
+            for key in list(s.attributes):
+                if isinstance(s.attributes[key], int):
+                    s.attributes[key] = rng.randint(0, 5000)
+                elif isinstance(s.attributes[key], str):
+                    s.attributes[key] = rng.choice(["m-1", "m-2", "chat"])
+    for group_by in ("stage", "service"):
+        batched, scalar, taken = _both(traces, group_by=group_by, stage_map=None)
+        assert _rows(batched) == _rows(scalar)
+        assert taken > 1000
+
+
 def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
     rng = random.Random(5)
     chain, engine = _SHAPES[0], _SHAPES[4]
