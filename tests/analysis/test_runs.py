@@ -154,3 +154,12 @@ def test_compare_two_runs_of_one_source(request, source):
     assert out["e2e_ratio"]["p50"] == pytest.approx(candidate_ms / baseline_ms, rel=0.02)
     assert out["moved_most"] == "inference"
     assert "note:" not in proc.stderr
+
+
+def test_a_run_filter_that_matches_nothing_says_so_and_where_to_look(mixed_store):
+    proc = hoptrace("analyze", str(mixed_store), "--run", "nosuchrun")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "hoptrace: error: no trace matches --run 'nosuchrun'; hoptrace runs SOURCE lists "
+        "the runs a source holds"
+    )

@@ -29,6 +29,7 @@ __all__ = [
     "group_by_option",
     "jaeger_option",
     "load_options",
+    "no_match",
     "parse_prices",
     "render_as",
     "source_label",
@@ -529,4 +530,24 @@ def _knees(levels: list[tuple[str, int, Any]]) -> tuple[int | None, int | None]:
     return (
         before.concurrency if before is not None else None,
         after.concurrency if after is not None else None,
+    )
+
+
+def no_match(selection: Selection, exc: HoptraceError) -> HoptraceError:
+    """``exc``, or, when a filter matched nothing, a line that says which and how to
+    see what the source holds."""
+    filters = [
+        f"{flag} {value!r}"
+        for flag, value in (
+            ("--run", selection.run),
+            ("--service", selection.service),
+            ("--operation", selection.operation),
+        )
+        if value
+    ]
+    if not filters or "holds no spans" not in str(exc):
+        return exc
+    return type(exc)(
+        f"no trace matches {' and '.join(filters)}; hoptrace runs SOURCE lists the runs a "
+        "source holds"
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tracer._errors import ConfigError
+from tracer._errors import ConfigError, HoptraceError
 from tracer.cli._common import (
     Selection,
     busy,
@@ -16,6 +16,7 @@ from tracer.cli._common import (
     group_by_option,
     jaeger_option,
     load_options,
+    no_match,
     parse_prices,
     render_as,
     source_label,
@@ -77,25 +78,28 @@ def _analyze(
             else:
                 bar.update(task, description="attributing traces")
 
-        result = analyze_sources(
-            sources,
-            group_by=group_by,
-            stage_map=smap,
-            service=selection.service,
-            operation=selection.operation,
-            run=selection.run,
-            since=selection.since,
-            limit=selection.limit,
-            keep_traces=keep_traces,
-            progress=show,
-            backend=selection.backend,
-            query=selection.query,
-            listener=notices,
-            split_by=RUN if noting else split_by,
-            projection=projection,
-            engine=selection.engine,
-            scheduler=selection.scheduler,
-        )
+        try:
+            result = analyze_sources(
+                sources,
+                group_by=group_by,
+                stage_map=smap,
+                service=selection.service,
+                operation=selection.operation,
+                run=selection.run,
+                since=selection.since,
+                limit=selection.limit,
+                keep_traces=keep_traces,
+                progress=show,
+                backend=selection.backend,
+                query=selection.query,
+                listener=notices,
+                split_by=RUN if noting else split_by,
+                projection=projection,
+                engine=selection.engine,
+                scheduler=selection.scheduler,
+            )
+        except HoptraceError as exc:
+            raise no_match(selection, exc) from None
     if noting and (line := mixed_runs_note(result[0])):
         click.echo(line, err=True)
     return result
