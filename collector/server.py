@@ -176,6 +176,7 @@ class BackgroundCollector:
     ):
         self.host = host
         self.port = port or free_port(host)
+        self._own_port = not port
         self.store = SpanStore(store_path, create=True)
         try:
             self.app = OtlpReceiver(
@@ -194,6 +195,21 @@ class BackgroundCollector:
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self._server.serve()), name="hoptrace-collector", daemon=True
         )
+
+    def repick_port(self) -> None:
+        """Before :meth:`start`: when this collector picked its own port and something
+        took it since (an outgoing connection's source port, say), pick another."""
+        if not self._own_port or self._thread.is_alive():
+            return
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((self.host, self.port))
+                return
+            except OSError:
+                pass
+        self.port = free_port(self.host)
+        self._server = _Server(self.app, self.host, self.port)
 
     @property
     def endpoint(self) -> str:

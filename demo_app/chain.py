@@ -184,6 +184,7 @@ class Chain:
                 self.ports[name] = self._picked[name] = free_port()
                 if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":
                     self.model_url = f"http://127.0.0.1:{self.ports['model']}/v1"
+        self.collector.repick_port()  # the same, for the collector's own port
         wanted = {"collector": self.collector.port} | {n: self.ports[n] for n in self._services()}
         for name, port in wanted.items():
             if port_in_use(port, self.collector.host if name == "collector" else "127.0.0.1"):

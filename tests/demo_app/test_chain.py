@@ -197,8 +197,9 @@ def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
 
     chain = Chain(tmp_path / "s.db", profile="loopback", rate_limit=0.0)
     taken = {name: chain.ports[name] for name in ("app", "model")}
+    collector_port = chain.collector.port
     holders = []
-    for port in taken.values():
+    for port in [*taken.values(), collector_port]:
         sock = socket.socket()
         sock.bind(("127.0.0.1", port))
         sock.listen()
@@ -206,6 +207,7 @@ def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
     try:
         with chain:
             assert all(chain.ports[name] != port for name, port in taken.items())
+            assert chain.collector.port != collector_port  # the collector's too
             assert chain.model_url == f"http://127.0.0.1:{chain.ports['model']}/v1"
             done = httpx.post(
                 chain.base_url + "/chat/completions",

@@ -32,7 +32,7 @@ from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, Simulated, Step, simul
 from tracer.analysis.slo import Slo
 from tracer.analysis.substages import covers
 
-__all__ = ["CPU_SCALING", "LoadWhatIf", "project_load"]
+__all__ = ["CPU_SCALING", "LoadWhatIf", "project_load", "sweep_knees"]
 
 _MS = 1e6
 
@@ -256,4 +256,40 @@ def _scaled(measured: Stats, sim_before: Stats, sim_after: Stats) -> Stats:
         p99=measured.p99 * ratio("p99"),
         min=measured.min * ratio("min"),
         max=measured.max * ratio("max"),
+    )
+
+
+@dataclass
+class _SweepLevel:
+    """A bench level as the knee rule reads it (``tracer._sweep.find_knee``)."""
+
+    concurrency: int
+    stats: Stats
+    throughput: float
+    samples: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> list[bool]:
+        return [True]
+
+    def e2e(self) -> Stats:
+        return self.stats
+
+    def requests_per_s(self) -> float:
+        return self.throughput
+
+
+def sweep_knees(levels: Sequence[tuple[str, int, LoadWhatIf]]) -> tuple[int | None, int | None]:
+    """A sweep's knee (``docs/bench.md``) as measured, and where it moves after the
+    change: the knee rule on each level's measured and projected figures."""
+    from tracer._sweep import find_knee
+
+    before = find_knee(
+        [_SweepLevel(c, lw.before, lw.throughput_before_per_s) for _, c, lw in levels]
+    )
+    after = find_knee([_SweepLevel(c, lw.after, lw.throughput_after_per_s) for _, c, lw in levels])
+    return (
+        before.concurrency if before is not None else None,
+        after.concurrency if after is not None else None,
     )

@@ -18,6 +18,7 @@ import click
 from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 from tracer._terminal import printable
+from tracer.cli._options import load_options
 
 __all__ = [
     "FORMATS",
@@ -363,50 +364,6 @@ def render_as(
         emit(render.to_table(sections()), output)
 
 
-def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``whatif``'s choice of model and what the load model needs that traces may lack."""
-    for option in reversed(_LOAD_OPTIONS):
-        f = option(f)
-    return f
-
-
-_LOAD_OPTIONS = [
-    click.option(
-        "--slo",
-        metavar="ttft=200ms,e2e=2s",
-        help="With the load model: the share of requests meeting these limits and the "
-        "goodput (requests/s meeting them), before and after.",
-    ),
-    click.option(
-        "--model",
-        "model",
-        type=click.Choice(["auto", "retime", "load"]),
-        default="auto",
-        show_default=True,
-        help="retime: each trace on its own, as if nothing else ran; load: the run's load "
-        "simulated (queues, shared CPU); auto: load when the requests overlapped or waited.",
-    ),
-    click.option(
-        "--capacity",
-        "capacities",
-        multiple=True,
-        metavar="NAME=N[,NAME=N]|FILE",
-        help="Pool sizes the traces do not carry, for --model load "
-        "(gateway=8, or a TOML file with a [capacity] table).",
-    ),
-    click.option(
-        "--cores",
-        type=click.FloatRange(min=0, min_open=True),
-        help="For --model load: the cores the chain shares [default: from the bench's traces].",
-    ),
-    click.option(
-        "--cpu-per-request-ms",
-        type=click.FloatRange(min=0, min_open=True),
-        help="For --model load: host CPU per request [default: from the bench's traces].",
-    ),
-]
-
-
 def under_load(
     result: Any,
     sources: tuple[str, ...],
@@ -477,7 +434,7 @@ def _each_level(
 ) -> Any:
     """A bench sweep: each level projected through its own load (``levels`` in the
     JSON); the figures of all levels together stay the retiming's."""
-    from tracer.analysis.loadmodel import project_load
+    from tracer.analysis.loadmodel import project_load, sweep_knees
     from tracer.analysis.loadrun import load_run
     from tracer.analysis.whatif import replace
 
@@ -493,44 +450,7 @@ def _each_level(
         "all of them together retimed trace by trace"
     )
     click.echo(f"model: load per level, {reason}", err=True)
-    return replace(result, model_reason=reason, load_levels=tuple(out), load_knee=_knees(out))
-
-
-@dataclass(frozen=True)
-class _SweepLevel:
-    """A bench level as the knee rule reads it (``tracer._sweep.find_knee``)."""
-
-    concurrency: int
-    stats: Any
-    throughput: float
-    samples: tuple = ()
-    wall_s: float = 0.0
-
-    @property
-    def ok(self) -> list[bool]:
-        return [True]
-
-    def e2e(self) -> Any:
-        return self.stats
-
-    def requests_per_s(self) -> float:
-        return self.throughput
-
-
-def _knees(levels: list[tuple[str, int, Any]]) -> tuple[int | None, int | None]:
-    """The sweep's knee (docs/bench.md) as measured, and where it moves after the change."""
-    from tracer._sweep import find_knee
-
-    before = find_knee(
-        [_SweepLevel(c, lw.before, lw.throughput_before_per_s) for _, c, lw in levels]  # type: ignore[misc]
-    )
-    after = find_knee(
-        [_SweepLevel(c, lw.after, lw.throughput_after_per_s) for _, c, lw in levels]  # type: ignore[misc]
-    )
-    return (
-        before.concurrency if before is not None else None,
-        after.concurrency if after is not None else None,
-    )
+    return replace(result, model_reason=reason, load_levels=tuple(out), load_knee=sweep_knees(out))
 
 
 def no_match(selection: Selection, exc: HoptraceError) -> HoptraceError:
