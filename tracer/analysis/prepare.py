@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis.engine import engine_intervals
+from tracer.analysis.phases import engine_intervals
 from tracer.analysis.stage_map import ENGINE_REQUEST, LLM_CALL, StageMapRules, conventions
 from tracer.spans.model import (
     KIND_CLIENT,

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from tracer.analysis._lines import spans_of, where
-from tracer.analysis._shapes import ShapeBatcher, Ticket
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
+from tracer.analysis.execution.batches import ShapeBatcher, Ticket
+from tracer.analysis.execution.lines import spans_of, where
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Span, Warnings
@@ -41,7 +41,7 @@ class Attributor:
     with ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) its what-if.
 
     Traces of a shape seen before are queued and attributed a batch at a time
-    (:mod:`tracer.analysis._shapes`); reading :attr:`table` (or :meth:`flush`) runs
+    (:mod:`tracer.analysis.execution.batches`); reading :attr:`table` (or :meth:`flush`) runs
     what is queued. ``batched=False`` attributes every trace on its own."""
 
     group_by: str

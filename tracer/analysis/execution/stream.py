@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracer._errors import positive_setting
-from tracer.analysis._attribute import Attributor
-from tracer.analysis._lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
-from tracer.analysis._lines import lines as lines_in
-from tracer.analysis._lines import seq as seq_of
-from tracer.analysis._lines import where as place_of
 from tracer.analysis._table import TraceTable
+from tracer.analysis.execution.attribute import Attributor
+from tracer.analysis.execution.lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
+from tracer.analysis.execution.lines import lines as lines_in
+from tracer.analysis.execution.lines import seq as seq_of
+from tracer.analysis.execution.lines import where as place_of
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 

@@ -11,7 +11,7 @@ token), group and hop sums and table rows are then computed over (traces x spans
 int64 arrays with numpy, one step per span of the shape instead of one per span of
 every trace.
 
-The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis._walks`:
+The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis.execution.walks`:
 the dependency model's walk, ``ttft_view``, ``prepare._fix_clocks`` over arrays; the
 rest of ``breakdown.break_down`` here), on the same nanoseconds, so a row is the row
 the scalar path adds
@@ -40,7 +40,6 @@ from typing import Any, Literal, TypeAlias, cast
 import numpy as np
 
 from tracer.analysis._table import Projected, TraceTable
-from tracer.analysis._walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.breakdown import (
     TokenPlan,
     count_planned,
@@ -48,6 +47,7 @@ from tracer.analysis.breakdown import (
     token_carriers,
     token_plan,
 )
+from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
