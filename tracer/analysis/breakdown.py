@@ -14,6 +14,7 @@ from tracer.spans.model import Span
 
 __all__ = [
     "GROUP_BY",
+    "TOKEN_KEYS",
     "TokenPlan",
     "TraceBreakdown",
     "break_down",
@@ -193,6 +194,9 @@ _MODEL_KEYS = (
     attrs.GEN_AI_RESPONSE_MODEL,
     attrs.OPENINFERENCE_MODEL_NAME,
 )
+#: The attributes whose values the token counts read (:func:`count_planned` reads them
+#: per trace, so the batches do not key a shape on them).
+TOKEN_KEYS = frozenset(_USAGE_KEYS + _MODEL_KEYS)
 
 
 def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:

@@ -122,7 +122,7 @@ def stream_range(
                                 second.append((seen, tid))
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
-                            count = entry[4][0].n
+                            count = entry[4].span_count
                             entry[0] = spans_of(path, tid, entry[1], entry[3], count, fh)
                             restored += 1
                             if restored > _RESTORES and restored * 50 > dropped:
