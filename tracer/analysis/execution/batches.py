@@ -98,11 +98,6 @@ class Ticket(NamedTuple):
     has: bytes
     tokens: _Tokens
 
-    @property
-    def span_count(self) -> int:
-        """The trace's spans (to read them again)."""
-        return self.shape.spans_in
-
 
 #: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
 #: the trace) or None (its shape is not known yet).
@@ -122,14 +117,12 @@ class ShapeBatcher:
         scalar: Callable[[str, list[Span], int, int, str | None], None],
         batch: int = BATCH,
         projection: Callable[[PreparedTrace], Projected] | None = None,
-        reread: Callable[[str, int, int, int], list[Span]] | None = None,
     ) -> None:
         self.group_by = group_by
         self.stage_map = stage_map
         self.projection = projection
         self._table = table
         self._scalar = scalar
-        self._reread = reread
         self._batch = batch
         # key -> Shape, SCALAR, or a ByValues / ByPhases that tells shapes apart
         self._shapes: dict[tuple, Any] = {}
@@ -140,22 +133,11 @@ class ShapeBatcher:
         self._queued = 0
 
     def offer(
-        self,
-        trace_id: str,
-        spans: list[Span] | None,
-        seq: int,
-        last_end: int,
-        split: str | None,
-        ticket: Answer = None,
+        self, trace_id: str, spans: list[Span], seq: int, last_end: int, split: str | None
     ) -> bool:
-        """Queue the trace (True), or False: the caller attributes it the scalar way.
-        ``ticket``: what :meth:`ticket` gave for these spans (None: worked out now);
-        with one, ``spans`` may be None (the scalar path then reads them again if the
-        batch gives the trace back)."""
-        if ticket is None:
-            assert spans is not None
-            ticket = self.ticket(trace_id, spans, learn=True)
-        if ticket is None or ticket is False:
+        """Queue the trace (True), or False: the caller attributes it the scalar way."""
+        ticket = self.ticket(trace_id, spans, learn=True)
+        if not ticket:
             return False
         shape = ticket.shape
         shape.ids.append(trace_id)
@@ -165,7 +147,9 @@ class ShapeBatcher:
         shape.times += ticket.times  # a copy of machine words: no span is touched
         shape.has.extend(ticket.has)
         shape.tokens.append(ticket.tokens)
-        shape.spans.append(spans)
+        # Its spans are kept only while the batch may give the trace back (or retime it).
+        keep = self.projection is not None or not _settled(shape, spans)
+        shape.spans.append(spans if keep else None)
         self._queued += 1
         if len(shape.ids) >= self._batch:
             self._run(shape)
@@ -176,12 +160,7 @@ class ShapeBatcher:
     def ticket(self, trace_id: str, spans: list[Span], learn: bool = False) -> Answer:
         """What :meth:`offer` queues for this trace, worked out from its spans: its
         shape, its times and marks as machine words, its token counts. False: the
-        scalar path attributes it; None (``learn=False``): its shape is not known yet.
-
-        A streamed trace's ticket is taken as soon as its spans are read, while they
-        are in the CPU's caches, and handed to :meth:`offer` once the trace is
-        complete (the window later); the spans are not read again unless the batch
-        gives the trace back."""
+        scalar path attributes it; None (``learn=False``): its shape is not known yet."""
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
@@ -244,20 +223,6 @@ class ShapeBatcher:
             for shape in entry.shapes.values():
                 self._flush(shape)
 
-    @staticmethod
-    def nested(ticket: Answer, spans: list[Span]) -> bool:
-        """Whether every remote child of the ticket's trace (``spans``) lies inside its
-        parent's time: then the batch cannot give it back for its clocks (``fix_clocks``
-        only widens ends, and a child inside is never skewed), so its spans are not
-        needed again unless its times are too wide for the batch."""
-        if not ticket:
-            return False
-        for p, c in ticket.shape.nested:
-            parent, child = spans[p], spans[c]
-            if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
-                return False
-        return True
-
     def _new(self, key: tuple, trace_id: str, spans: list[Span]) -> None:
         """Learn the shape of this trace under ``key`` (while there is room)."""
         if self._learned >= MAX_SHAPES:
@@ -296,16 +261,14 @@ class ShapeBatcher:
         if type(entry) is ByPhases and entry.engines == engines:
             entry.shapes.setdefault(tuple([sub for _, sub in shape.phases]), shape)
 
-    def _give_back(self, rows: tuple[list, ...], which: np.ndarray, n: int) -> None:
-        """Attribute the traces ``which`` of a batch (of ``n`` spans each) the scalar way;
-        those queued without their spans (a ticket alone) are read again first."""
+    def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
+        """Attribute the traces ``which`` of a batch the scalar way (their spans were
+        kept: :func:`_settled`)."""
         ids, seqs, last_ends, splits, _, spans = rows
         for r in which.tolist():
             kept = spans[r]
             if kept is None:
-                if self._reread is None:
-                    raise ValueError("a trace queued without its spans, and no way to read them")
-                kept = self._reread(ids[r], seqs[r], last_ends[r], n)
+                raise AssertionError(f"trace {ids[r]} was given back without its spans")
             self._scalar(ids[r], kept, seqs[r], last_ends[r], splits[r])
 
     def _run(self, shape: Shape) -> None:
@@ -325,7 +288,7 @@ class ShapeBatcher:
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
         rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
         if wide.any():
-            self._give_back(rows, np.nonzero(wide)[0], shape.spans_in)
+            self._give_back(rows, np.nonzero(wide)[0])
             rest = np.nonzero(~wide)[0]
             if not rest.size:
                 return
@@ -335,7 +298,7 @@ class ShapeBatcher:
         # read from its times): a trace whose spans must shift goes to the scalar path.
         skewed = fix_clocks(shape, start, end)
         if skewed.any():
-            self._give_back(rows, np.nonzero(skewed)[0], shape.spans_in)
+            self._give_back(rows, np.nonzero(skewed)[0])
             keep = np.nonzero(~skewed)[0]
             if not keep.size:
                 return
@@ -370,7 +333,7 @@ class ShapeBatcher:
             # would prepare: the shape's tree and stages, the batch's (widened) times.
             row_starts: list[list[int]] = start.tolist()
             row_ends: list[list[int]] = end.tolist()
-            # A projection keeps every trace's spans (Attributor.early takes no ticket).
+            # A projection keeps every trace's spans (see offer).
             kept = cast(list[list[Span]], spans)
             projected = [
                 self.projection(
@@ -422,6 +385,23 @@ class ShapeBatcher:
             phase_span(spans[e], sub, start[k], end[k])
             for k, (e, sub) in enumerate(shape.phases, first)
         ]
+
+
+def _settled(shape: Shape, spans: list[Span]) -> bool:
+    """Whether the batch cannot give this trace back: every remote child lies inside its
+    parent's time (``fix_clocks`` then only widens ends, and a child inside is never
+    skewed) and no time or mark is too wide for the arrays."""
+    for p, c in shape.nested:
+        parent, child = spans[p], spans[c]
+        if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
+            return False
+    for s in spans:
+        mark = s.first_token_ns
+        if not (-_LIMIT < s.start_ns < _LIMIT and -_LIMIT < s.end_ns < _LIMIT):
+            return False
+        if mark is not None and not -_LIMIT < mark < _LIMIT:
+            return False
+    return True
 
 
 def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
