@@ -16,23 +16,31 @@ __all__ = [
     "CONTENT_PREFIXES",
     "DERIVED_NETWORK",
     "DERIVED_OTHER",
+    "EVENT_NAME",
     "EVENT_TIME_PREFIX",
     "FALLBACK_REASON",
     "FALLBACK_TIER",
     "FIRST_TOKEN_EVENT",
+    "GEN_AI_CACHE_CREATION_TOKENS",
+    "GEN_AI_CACHE_READ_TOKENS",
+    "GEN_AI_CACHE_WRITE_TOKENS",
     "GEN_AI_COMPLETION_TOKENS",
+    "GEN_AI_DETAILS_EVENT",
     "GEN_AI_INPUT_TOKENS",
     "GEN_AI_LATENCY_DECODE",
-    "GEN_AI_LATENCY_E2E",
+    "GEN_AI_LATENCY_EXECUTE",
+    "GEN_AI_LATENCY_FORWARD",
     "GEN_AI_LATENCY_INFERENCE",
     "GEN_AI_LATENCY_PREFILL",
     "GEN_AI_LATENCY_QUEUE",
+    "GEN_AI_LATENCY_SCHEDULER",
     "GEN_AI_LATENCY_TTFT",
     "GEN_AI_MAX_TOKENS",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_TOKENS",
     "GEN_AI_PROMPT_TOKENS",
     "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REASONING_TOKENS",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_REQUEST_STREAM",
     "GEN_AI_REQUEST_TEMPERATURE",
@@ -151,6 +159,18 @@ GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 #: Seconds from the span's start to its first chunk.
 GEN_AI_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+#: Prompt tokens read from the provider's or engine's prefix cache (int).
+GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+#: Prompt tokens written to the prefix cache (int); ``cache_creation`` before the rename.
+GEN_AI_CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+#: Output tokens spent on reasoning (int).
+GEN_AI_REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+#: The GenAI event that repeats an operation's attributes (usage, time to first chunk):
+#: as a span event or as a log record tied to the span.
+GEN_AI_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+#: A log record's event name, as an attribute (before OTLP's ``event_name`` field).
+EVENT_NAME = "event.name"
 
 # What other instrumentation and serving engines write (docs/conventions.md has the
 # sources). Older OpenLLMetry and vLLM name the token counts prompt/completion.
@@ -174,6 +194,10 @@ GEN_AI_LATENCY_PREFILL = "gen_ai.latency.time_in_model_prefill"
 GEN_AI_LATENCY_DECODE = "gen_ai.latency.time_in_model_decode"
 GEN_AI_LATENCY_INFERENCE = "gen_ai.latency.time_in_model_inference"
 GEN_AI_LATENCY_E2E = "gen_ai.latency.e2e"
+# vLLM's newer latency keys: totals over the request's steps (no position in time).
+GEN_AI_LATENCY_SCHEDULER = "gen_ai.latency.time_in_scheduler"
+GEN_AI_LATENCY_FORWARD = "gen_ai.latency.time_in_model_forward"
+GEN_AI_LATENCY_EXECUTE = "gen_ai.latency.time_in_model_execute"
 # TGI's request span fields (Rust Duration Debug strings such as "12.3ms").
 TGI_VALIDATION_TIME = "validation_time"
 TGI_QUEUE_TIME = "queue_time"
@@ -189,7 +213,17 @@ TRITON_COMPUTE_SPAN = "compute"
 EVENT_TIME_PREFIX = "hoptrace.event_ns."
 
 #: Canonical stage names in request order.
-CANONICAL_STAGES = ("client", "gateway", "auth", "context", "inference", "postprocess", "return")
+CANONICAL_STAGES = (
+    "client",
+    "gateway",
+    "auth",
+    "guardrail",
+    "context",
+    "inference",
+    "tool",
+    "postprocess",
+    "return",
+)
 #: Derived stage for time in a CLIENT span not covered by its remote child.
 DERIVED_NETWORK = "network"
 #: Derived stage for spans that carry no stage and inherit none.
