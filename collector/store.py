@@ -342,13 +342,11 @@ class SpanStore:
         with self._lock, self._reading():
             return read_events(self._conn, where, params)
 
-    def event_count(self) -> int:
-        """Number of stored events (log records kept with their spans)."""
-        with self._lock, self._reading():
-            try:
-                return int(self._conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
-            except sqlite3.OperationalError:
-                return 0
+    def events_of(self, trace_ids: Iterable[str]) -> Events:
+        """The stored events of ``trace_ids`` (log records kept with their spans), by
+        (trace id, span id): ``(name, time_ns, attributes)`` each."""
+        ids = sorted(set(trace_ids))
+        return self._events(f" WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
 
     def close(self) -> None:
         """Close the connection."""
@@ -361,7 +359,6 @@ class SpanStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Added by the analyzer (issue 15): bounded-memory reading for streaming analysis.
     def iter_trace_rows(
         self,
         since_ns: int | None = None,
@@ -450,7 +447,7 @@ class SpanStore:
         )
         with self._lock, self._reading():
             rows = self._conn.execute(query, ids).fetchall()
-        events = self._events(f" WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
+        events = self.events_of(ids)
         tally = Warnings()
         for row in rows:
             span = _span_of_row(row, tally, events)
