@@ -24,42 +24,19 @@ from typing import Any
 import msgspec
 
 from tracer import attributes as attrs
+from tracer.spans._details import DETAIL_KEYS, merge_details
 from tracer.spans.model import Span
+from tracer.spans.otlp import first_token_ns
 
 __all__ = ["DETAIL_KEYS", "EventRecord", "merge_details", "with_events"]
 
 #: One event: its name, its time (Unix ns, 0 when unknown) and its attributes.
 EventRecord = tuple[str, int, dict[str, Any]]
 
-#: What an operation-details event may tell of its span.
-DETAIL_KEYS = (
-    attrs.GEN_AI_INPUT_TOKENS,
-    attrs.GEN_AI_OUTPUT_TOKENS,
-    attrs.GEN_AI_PROMPT_TOKENS,
-    attrs.GEN_AI_COMPLETION_TOKENS,
-    attrs.GEN_AI_CACHE_READ_TOKENS,
-    attrs.GEN_AI_CACHE_WRITE_TOKENS,
-    attrs.GEN_AI_CACHE_CREATION_TOKENS,
-    attrs.GEN_AI_REASONING_TOKENS,
-    attrs.GEN_AI_TIME_TO_FIRST_CHUNK,
-    attrs.GEN_AI_RESPONSE_MODEL,
-    attrs.GEN_AI_REQUEST_MODEL,
-)
-
-
-def merge_details(attributes: dict[str, Any], event_attributes: dict[str, Any]) -> None:
-    """Copy into ``attributes`` the :data:`DETAIL_KEYS` of an operation-details event
-    that it lacks."""
-    for key in DETAIL_KEYS:
-        if key in event_attributes and key not in attributes:
-            attributes[key] = event_attributes[key]
-
 
 def with_events(span: Span, events: Iterable[EventRecord]) -> Span:
     """``span`` as if ``events`` had been among its span events (a new span; ``span``
     is left as it is)."""
-    from tracer.spans.otlp import first_token_ns
-
     attributes = dict(span.attributes)
     marks = []
     for name, time_ns, event_attributes in events:

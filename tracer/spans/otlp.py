@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
+from tracer.spans._details import merge_details
 from tracer.spans._numbers import TIME_LIMIT_NS
-from tracer.spans.events import merge_details
 from tracer.spans.model import Span, Warnings, kind_from_name
 
 __all__ = ["first_token_ns", "normalize_id", "spans_from_otlp_json", "spans_from_otlp_proto"]
