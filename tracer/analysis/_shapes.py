@@ -127,7 +127,7 @@ _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter("service", "name", "kind", "stage")
 _ATTRIBUTES = attrgetter("attributes")
 _POSITIONS = range(MAX_SPANS)
-_Tokens: TypeAlias = tuple[int | None, int | None, str | None]
+_Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 #: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
 #: scalar path attributes it.
 Ticket: TypeAlias = "tuple[_Shape, bytes, bytes, _Tokens] | Literal[False]"
@@ -314,6 +314,8 @@ class ShapeBatcher:
         trace = prepare(trace_id, spans, issues, self.stage_map)
         if trace is None or trace.synthetic or len(trace.order) != len(spans):
             return _SCALAR  # engine sub-stages, a cycle: decided by the shape
+        if trace.coordinator >= 0:
+            return _SCALAR  # a P/D coordinator's own time to first token
         if issues.any:
             return None  # clock skew in this trace: times, not the shape
         n = len(spans)
@@ -490,7 +492,7 @@ class ShapeBatcher:
         )
 
 
-_NO_TOKENS: tuple[None, None, None] = (None, None, None)
+_NO_TOKENS: tuple[None, None, None, None] = (None, None, None, None)
 
 
 def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
