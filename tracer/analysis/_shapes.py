@@ -312,10 +312,8 @@ class ShapeBatcher:
                     return _SCALAR  # its sub-stages come from its attributes and times
         issues = Warnings()
         trace = prepare(trace_id, spans, issues, self.stage_map)
-        if trace is None or trace.synthetic or len(trace.order) != len(spans):
+        if trace is None or trace.scalar_only or len(trace.order) != len(spans):
             return _SCALAR  # engine sub-stages, a cycle: decided by the shape
-        if trace.coordinator >= 0:
-            return _SCALAR  # a P/D coordinator's own time to first token
         if issues.any:
             return None  # clock skew in this trace: times, not the shape
         n = len(spans)

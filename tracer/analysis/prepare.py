@@ -67,6 +67,12 @@ class PreparedTrace:
     coordinator: int = -1
 
     @property
+    def scalar_only(self) -> bool:
+        """True when only the scalar path attributes the trace: it has engine sub-stages
+        or a P/D coordinator's own time to first token."""
+        return bool(self.synthetic) or self.coordinator >= 0
+
+    @property
     def e2e_ns(self) -> int:
         """End-to-end time: the root's (widened) end minus its start."""
         return self.end[self.root] - self.start[self.root]

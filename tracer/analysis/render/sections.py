@@ -14,8 +14,8 @@ from tracer.analysis.whatif import WhatIf, ideal_speedup
 
 __all__ = [
     "Section",
-    "cache_section",
     "analysis_sections",
+    "cache_section",
     "comparison_sections",
     "fmt_ms",
     "fmt_pct",
