@@ -244,3 +244,19 @@ def test_log_files_are_a_source_merged_with_trace_files(tmp_path):
     assert any(
         "1 log records belong to spans that were not loaded" in m for m in traces.warnings.messages
     )
+
+
+def test_logs_need_the_token_as_traces_do(tmp_path):
+    proc = CollectorProcess(tmp_path / "spans.db", "--token", "s3cret")
+    try:
+        body = orjson.dumps(_logs_body([]))
+        headers = {"content-type": "application/json"}
+        refused = httpx.post(proc.endpoint + "/v1/logs", content=body, headers=headers)
+        assert refused.status_code == 401
+        headers["authorization"] = "Bearer s3cret"
+        taken = httpx.post(proc.endpoint + "/v1/logs", content=body, headers=headers)
+        assert taken.status_code == 200 and taken.json() == {}
+        get = httpx.get(proc.endpoint + "/v1/logs", headers=headers)
+        assert get.status_code == 405 and "takes POST" in get.json()["message"]
+    finally:
+        proc.stop()
