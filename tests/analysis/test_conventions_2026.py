@@ -16,6 +16,9 @@ with three decimals from T0; docs/conventions.md names each source):
 
 from __future__ import annotations
 
+import orjson
+
+from tests.analysis.test_batch_differential import _both
 from tests.analysis.test_engines import CLIENT, INTERNAL, SERVER, load_docs, otlp, span
 from tracer import attributes as attrs
 from tracer.analysis import analyze, break_down, prepare
@@ -42,7 +45,7 @@ def _stage_of(trace, name: str) -> str:
     return next(trace.stage[i] for i, s in enumerate(trace.spans) if s.name == name)
 
 
-def test_genai_agent_tool_and_guardrail_spans_get_stages_of_their_own(tmp_path):
+def _genai() -> dict:
     root = span("POST /ask", SERVER, 0, 100)
     agent = span(
         "invoke_agent travel", INTERNAL, 1, 99, root, {"gen_ai.operation.name": "invoke_agent"}
@@ -67,7 +70,11 @@ def test_genai_agent_tool_and_guardrail_spans_get_stages_of_their_own(tmp_path):
     chat2 = span(
         "chat gpt-4o", CLIENT, 61, 95, agent, dict(usage, **{"gen_ai.usage.input_tokens": 1100})
     )
-    _, trace, b = _one(tmp_path, "a1" * 16, {"agent-app": [root, agent, guard, chat1, tool, chat2]})
+    return {"agent-app": [root, agent, guard, chat1, tool, chat2]}
+
+
+def test_genai_agent_tool_and_guardrail_spans_get_stages_of_their_own(tmp_path):
+    _, trace, b = _one(tmp_path, "a1" * 16, _genai())
     assert _us(b.groups) == {
         "other": 8_625,  # the server and the agent's own time: the agent is no model call
         "guardrail": 2_750,
@@ -127,7 +134,7 @@ def test_vllm_chat_span_of_the_latest_conventions_is_an_engine_request(tmp_path)
     assert _us(b.groups) == {"inference": 58_000}
 
 
-def test_litellm_proxy_spans_are_gateway_auth_guardrail_and_inference(tmp_path):
+def _litellm() -> dict:
     leak = {"gen_ai.request.model": "gpt-4o"}  # LiteLLM issue 35193: on spans of no model call
     root = span("POST /v1/chat/completions", SERVER, 0, 50)
     auth = span("auth get_key_object", INTERNAL, 0.5, 2.25, root, leak)
@@ -138,7 +145,11 @@ def test_litellm_proxy_spans_are_gateway_auth_guardrail_and_inference(tmp_path):
         {"gen_ai.operation.name": "chat", **leak, attrs.GEN_AI_INPUT_TOKENS: 30},
     )  # fmt: skip
     write = span("batch_write_to_db", INTERNAL, 45.5, 49, root, leak)
-    _, trace, b = _one(tmp_path, "c1" * 16, {"litellm": [root, auth, guard, router, chat, write]})
+    return {"litellm": [root, auth, guard, router, chat, write]}
+
+
+def test_litellm_proxy_spans_are_gateway_auth_guardrail_and_inference(tmp_path):
+    _, trace, b = _one(tmp_path, "c1" * 16, _litellm())
     assert _us(b.groups) == {
         "gateway": 3_250,  # its own time and the router's 1 ms
         "auth": 1_750,
@@ -226,7 +237,7 @@ def test_llmd_proxy_phases_come_from_its_duration_attributes(tmp_path):
     assert b.coordinator_ttft_ns == 33_000_000
 
 
-def test_sglang_request_thread_and_speculative_slices(tmp_path):
+def _sglang() -> dict:
     call = span("POST /generate", CLIENT, 0, 82)
     room = span("Bootstrap Room 0x1a2b", INTERNAL, 1, 81, call, {"bootstrap_room": 6699})
     req = span(
@@ -246,9 +257,11 @@ def test_sglang_request_thread_and_speculative_slices(tmp_path):
         span("spec_verify", INTERNAL, 46, 52, thread, events=[("spec_accept", 51.9)]),
         span("decode_loop", INTERNAL, 52, 79, thread),
     ]
-    traces, trace, b = _one(
-        tmp_path, "e1" * 16, {"client": [call], "sglang": [room, req, thread, *slices]}
-    )
+    return {"client": [call], "sglang": [room, req, thread, *slices]}
+
+
+def test_sglang_request_thread_and_speculative_slices(tmp_path):
+    traces, trace, b = _one(tmp_path, "e1" * 16, _sglang())
     assert _us(b.groups) == {
         "network": 2_000,
         "inference": 3_000,  # the room's, the request's and the thread's own time
@@ -263,13 +276,37 @@ def test_sglang_request_thread_and_speculative_slices(tmp_path):
     assert len(decode) == 1
 
 
-def test_dynamo_frontend_and_worker(tmp_path):
+def _dynamo() -> dict:
     call = span("POST /v1/chat/completions", CLIENT, 0, 50)
     front = span("http-request", SERVER, 1, 49, call)
     worker = span("handle_payload", INTERNAL, 3, 47, front)
-    _, _, b = _one(
-        tmp_path,
-        "f1" * 16,
-        {"client": [call], "dynamo-frontend": [front], "dynamo-worker": [worker]},
-    )
+    return {"client": [call], "dynamo-frontend": [front], "dynamo-worker": [worker]}
+
+
+def test_dynamo_frontend_and_worker(tmp_path):
+    _, _, b = _one(tmp_path, "f1" * 16, _dynamo())
     assert _us(b.groups) == {"network": 2_000, "gateway": 4_000, "inference": 44_000}
+
+
+def _vllm_new() -> dict:
+    call = span("POST /v1/chat/completions", CLIENT, 0, 60)
+    engine = _vllm(
+        "chat llama-3-8b", call,
+        {"gen_ai.operation.name": "chat", attrs.GEN_AI_LATENCY_SCHEDULER: 0.0011},
+    )  # fmt: skip
+    return {"gateway": [call], "vllm": [engine]}
+
+
+def test_the_batches_give_the_scalar_answer_on_every_convention(tmp_path):
+    """Thirty traces of each shape: the batched path takes the repeats, and its JSON is
+    the scalar path's (``HOPTRACE_BATCH=off``) byte for byte."""
+    builders = [_genai, _vllm_new, _litellm, lambda: _llmd(True), _sglang, _dynamo]
+    lines = []
+    for b, build in enumerate(builders):
+        for k in range(30):
+            lines.append(orjson.dumps(otlp(f"{b + 1:02x}{k + 1:030x}", build())))
+    path = tmp_path / "conventions.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    scalar, batched, taken = _both(path)
+    assert batched == scalar
+    assert taken >= 100  # all but the llm-d traces (a coordinator's TTFT) and the first of each

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import shuffled_store, write_otlp_lines
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, analyze_sources, load
-from tracer.analysis._bigfile import analyze_files
+from tracer.analysis.execution.bigfile import analyze_files
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis.traceset import TraceFilter
@@ -107,7 +107,7 @@ def test_analyze_sources_streams_small_files_with_the_same_output(tmp_path):
 
 
 def test_workers_keyword_wins_over_the_environment(tmp_path, monkeypatch):
-    import tracer.analysis._bigfile as bigfile
+    import tracer.analysis.execution.bigfile as bigfile
 
     path = _stragglers(tmp_path / "s.jsonl")
     monkeypatch.setenv("HOPTRACE_WORKERS", "4")
@@ -168,7 +168,7 @@ def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_p
     """A trace part whose shape the batches know gets a ticket and its spans are
     dropped; when another part of it comes within the window, the dropped part is read
     again from its line and the whole trace is attributed, as without the window."""
-    import tracer.analysis._stream as stream
+    import tracer.analysis.execution.stream as stream
 
     traces = _traces(12, seed=11)
     lines = [_short(t) for t in traces[:6]]  # the short shape, learned and then ticketed
@@ -186,7 +186,7 @@ def test_a_later_part_of_a_trace_whose_spans_were_dropped_reads_them_again(tmp_p
 def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatch):
     """Times past 2**62 do not fit the batch's sums: the batch gives those traces back
     to the scalar path, which reads their dropped spans again from their lines."""
-    import tracer.analysis._attribute as attribute
+    import tracer.analysis.execution.attribute as attribute
 
     rng = random.Random(4)
     late = 2**62 + 10**15  # the year 2116: int64 holds it, the batch's sums may not
@@ -209,7 +209,7 @@ def test_a_dropped_trace_the_batch_gives_back_is_read_again(tmp_path, monkeypatc
 
 
 def test_a_trace_whose_clocks_the_batch_would_correct_keeps_its_spans():
-    from tracer.analysis._attribute import Attributor
+    from tracer.analysis.execution.attribute import Attributor
 
     traces = _traces(3, seed=2)
     attribute = Attributor("stage", None)
@@ -225,7 +225,7 @@ def test_a_trace_whose_clocks_the_batch_would_correct_keeps_its_spans():
 
 def test_a_file_that_changed_under_a_dropped_trace_is_a_clear_error(tmp_path):
     from tracer._errors import SourceError
-    from tracer.analysis._lines import seq, spans_of
+    from tracer.analysis.execution.lines import seq, spans_of
 
     traces = _traces(3, seed=6)
     path = write_otlp_lines(tmp_path / "t.jsonl", traces)
@@ -251,7 +251,7 @@ def test_input_where_dropped_parts_keep_coming_back_stops_dropping_them(tmp_path
     """Every trace cut across two lines, its first part of a known shape: each dropped
     part would be read again. After 64 such reads (over 2% of the parts dropped) the
     range keeps spans instead; a part without the trace's root is never dropped."""
-    import tracer.analysis._stream as stream
+    import tracer.analysis.execution.stream as stream
 
     traces = _traces(300, seed=12)
     lines = [_short(t) for t in traces[:6]]  # the short shape, learned
@@ -270,7 +270,7 @@ def test_a_subtree_read_before_its_callers_keeps_its_spans(tmp_path, monkeypatch
     their top span has a parent: they are not dropped (their trace surely goes on)."""
     import msgspec
 
-    import tracer.analysis._stream as stream
+    import tracer.analysis.execution.stream as stream
 
     traces = _traces(12, seed=13)
     direct = []
@@ -303,8 +303,8 @@ def test_shapes_are_learned_from_quiet_traces_before_the_window_passes(tmp_path,
     whole: the output is the whole-file analysis's."""
     import msgspec
 
-    import tracer.analysis._attribute as attribute_module
-    import tracer.analysis._stream as stream
+    import tracer.analysis.execution.attribute as attribute_module
+    import tracer.analysis.execution.stream as stream
 
     monkeypatch.setattr(stream, "LEARN_AFTER", 30)
     traces = _traces(200, seed=14)

@@ -139,7 +139,7 @@ class TraceTable:
         projected: list[Projected] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
-        shape, :mod:`tracer.analysis._shapes`): int64 columns with -1 for None;
+        shape, :mod:`tracer.analysis.execution.batches`): int64 columns with -1 for None;
         ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
         when its sum is positive (as the walks keep only spans with time);
         ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis._parallel import gc_paused
 from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._sketch import percentiles, sketch_note
 from tracer.analysis._sketch import tail as tail_of
 from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
 from tracer.analysis.cache import CacheStats, cache_stats
+from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
@@ -177,7 +177,7 @@ def analyze(
         ConfigError: an unknown ``group_by``.
         NoUsableDataError: no trace could be analysed.
     """
-    from tracer.analysis._attribute import Attributor
+    from tracer.analysis.execution.attribute import Attributor
 
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")

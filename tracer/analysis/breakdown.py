@@ -8,13 +8,14 @@ from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
 from tracer.analysis.critical_path import marks, trace_times, ttft_view
-from tracer.analysis.engine import coordinator_ttft_ns
+from tracer.analysis.phases import coordinator_ttft_ns
 from tracer.analysis.prepare import PreparedTrace
 from tracer.spans._numbers import token_count
 from tracer.spans.model import Span
 
 __all__ = [
     "GROUP_BY",
+    "TOKEN_KEYS",
     "TokenPlan",
     "Tokens",
     "TraceBreakdown",
@@ -221,6 +222,9 @@ _MODEL_KEYS = (
     attrs.GEN_AI_RESPONSE_MODEL,
     attrs.OPENINFERENCE_MODEL_NAME,
 )
+#: The attributes whose values the token counts read (:func:`count_planned` reads them
+#: per trace, so the batches do not key a shape on them).
+TOKEN_KEYS = frozenset(_USAGE_KEYS + _MODEL_KEYS + _CACHED_KEYS)
 
 
 def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:

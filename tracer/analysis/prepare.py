@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis.engine import engine_intervals
+from tracer.analysis.phases import engine_intervals
 from tracer.analysis.stage_map import (
     ENGINE_REQUEST,
     INVOCATION,
@@ -28,7 +28,7 @@ from tracer.spans.model import (
     Warnings,
 )
 
-__all__ = ["PreparedTrace", "StageMap", "blocking_of", "prepare"]
+__all__ = ["PreparedTrace", "StageMap", "blocking_of", "phase_span", "prepare"]
 
 #: A user's stage map (``--stage-map``).
 StageMap = StageMapRules
@@ -62,15 +62,13 @@ class PreparedTrace:
     order: list[int]
     synthetic: int = 0
     blocking: list[bool] | None = None
+    #: the engine request spans given phases (their ``synthetic`` children come from
+    #: ``engine_intervals``), top-down; with the Triton ``compute`` child each read
+    #: (-1: none)
+    engines: list[tuple[int, int]] | None = None
     #: The outermost prefill/decode coordinator span (llm-d's P/D proxy with its own
     #: time to first token), or -1.
     coordinator: int = -1
-
-    @property
-    def scalar_only(self) -> bool:
-        """True when only the scalar path attributes the trace: it has engine sub-stages
-        or a P/D coordinator's own time to first token."""
-        return bool(self.synthetic) or self.coordinator >= 0
 
     @property
     def e2e_ns(self) -> int:
@@ -323,29 +321,19 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
         p = parent[i]
         if p >= 0 and (named_below[i] or stage[i].startswith(_SUB)):
             named_below[p] = True
+    trace.engines = []
     for e in engines:
         if named_below[e]:
             continue
         s = spans[e]
         compute = next(
-            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), None
+            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), -1
         )
-        compute_start = trace.start[compute] if compute is not None else None
+        trace.engines.append((e, compute))
+        compute_start = trace.start[compute] if compute >= 0 else None
         for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
             k = len(spans)
-            spans.append(
-                Span(
-                    s.trace_id,
-                    f"{s.span_id}:{sub}",
-                    s.span_id,
-                    s.service,
-                    sub,
-                    KIND_INTERNAL,
-                    lo,
-                    hi,
-                    sub,
-                )  # fmt: skip
-            )
+            spans.append(phase_span(s, sub, lo, hi))
             parent.append(e)
             if trace.blocking is not None:
                 trace.blocking.append(True)
@@ -357,3 +345,18 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
             trace.hop.append(None)
             trace.order.append(k)
             trace.synthetic += 1
+
+
+def phase_span(engine: Span, sub: str, lo: int, hi: int) -> Span:
+    """The span that stands for one phase (``sub``) of an engine request span."""
+    return Span(
+        engine.trace_id,
+        f"{engine.span_id}:{sub}",
+        engine.span_id,
+        engine.service,
+        sub,
+        KIND_INTERNAL,
+        lo,
+        hi,
+        sub,
+    )  # fmt: skip

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url
-from tracer.analysis._parallel import gc_paused
+from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loaders._http import ANSWER_LIMIT, QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.files import load_file, load_stream
 from tracer.analysis.loaders.store import load_store

@@ -25,7 +25,25 @@ from tracer import attributes as attrs
 from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
-__all__ = ["coordinator_ttft_ns", "engine_intervals", "rust_duration_ns"]
+__all__ = ["PHASE_KEYS", "coordinator_ttft_ns", "engine_intervals", "rust_duration_ns"]
+
+#: The attributes whose values :func:`engine_intervals` reads (the batches read them
+#: per trace, through it, rather than keying a shape on them).
+PHASE_KEYS = frozenset(
+    {
+        attrs.GEN_AI_LATENCY_TTFT,
+        attrs.GEN_AI_LATENCY_PREFILL,
+        attrs.GEN_AI_LATENCY_QUEUE,
+        attrs.GEN_AI_LATENCY_DECODE,
+        attrs.TGI_VALIDATION_TIME,
+        attrs.TGI_QUEUE_TIME,
+        attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START,
+        attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START,
+        attrs.LLMD_PREFILL_MS,
+        attrs.LLMD_KV_TRANSFER_MS,
+        attrs.LLMD_DECODE_MS,
+    }
+)
 
 
 def _seconds_ns(span: Span, key: str) -> int | None:

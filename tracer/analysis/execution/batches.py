@@ -1,25 +1,25 @@
 """Attribution of traces that share a shape, a batch at a time over arrays.
 
-Most traces of a service come in a few shapes: the same spans (service, operation,
-kind, own stage, attribute keys) under the same parents, in the same input order.
-What :func:`~tracer.analysis.prepare.prepare` decides from the shape alone (the root,
-the tree, each span's stage and network hop, which spans carry token counts, which
-spans can give the time to first token) it decides once, on the first trace of the
-shape, and :class:`ShapeBatcher` keeps it. Traces of a known shape are queued; a
-batch's clock corrections, both critical-path walks (end to end and to the first
+Most traces of a service come in a few shapes: the same spans under the same parents,
+with the same decisions to make. :mod:`tracer.analysis.execution.shapes` learns a
+shape from the scalar path's own decisions on its first trace, and the key later
+traces must match from what those decisions read. Traces of a known shape are queued;
+a batch's clock corrections, both critical-path walks (end to end and to the first
 token), group and hop sums and table rows are then computed over (traces x spans)
 int64 arrays with numpy, one step per span of the shape instead of one per span of
 every trace.
 
-The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis._walks`:
+The arithmetic is the scalar path's, step for step (:mod:`tracer.analysis.execution.walks`:
 the dependency model's walk, ``ttft_view``, ``prepare._fix_clocks`` over arrays; the
 rest of ``breakdown.break_down`` here), on the same nanoseconds, so a row is the row
-the scalar path adds
-(``tests/analysis/test_shapes.py`` compares them on random traces). A trace whose
-clocks must be corrected (a child outside its remote parent: the scalar path shifts
-subtrees and counts them) is attributed by the scalar path, as is every trace of a
-shape it cannot take: engine sub-stages, a parent cycle, a CLIENT span with more than
-one remote child, duplicate span ids, more than one root.
+the scalar path adds (``tests/analysis/test_shapes.py`` and
+``tests/analysis/test_batch_differential.py`` compare them; ``HOPTRACE_BATCH=off``
+runs the scalar path alone). An engine request span's phases are computed per trace
+by the scalar path's ``engine_intervals`` and walked as spans of the shape. A trace
+whose clocks must be corrected (a child outside its remote parent: the scalar path
+shifts subtrees and counts them) is given back to the scalar path, as is every trace
+of a shape the batches cannot take: a parent cycle, a CLIENT span with more than one
+remote child, duplicate span ids, more than one root.
 
 With a what-if projection (``whatif``, ``report --speedup``), each batched trace is
 also retimed by the scalar projection itself, on the :class:`PreparedTrace` the scalar
@@ -30,29 +30,33 @@ scalar arithmetic (floats in the same order).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter, eq, is_not
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import numpy as np
 
 from tracer.analysis._table import Projected, TraceTable
-from tracer.analysis._walks import fix_clocks, own_times, sums, ttft_view
-from tracer.analysis.breakdown import (
-    TokenPlan,
-    count_planned,
-    group_key,
-    token_carriers,
-    token_plan,
+from tracer.analysis.breakdown import count_planned
+from tracer.analysis.execution.shapes import (
+    FIELDS,
+    MAX_SPANS,
+    SCALAR,
+    ByPhases,
+    ByValues,
+    Shape,
+    learn,
+    phases_of,
+    values_at,
 )
-from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
-from tracer.analysis.stage_map import ENGINE_REQUEST, conventions
-from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
+from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
+from tracer.analysis.prepare import PreparedTrace, StageMap, phase_span
+from tracer.spans.model import Span
 
-__all__ = ["BATCH", "ShapeBatcher", "Ticket"]
+__all__ = ["BATCH", "Answer", "ShapeBatcher", "Ticket", "batching"]
 
 #: Traces of one shape attributed together.
 BATCH = 1024
@@ -63,83 +67,46 @@ MAX_QUEUED = 8192
 #: Traces of a shape tried before it is left to the scalar path (each had clocks to
 #: shift, so the shape could not be learned from it).
 LEARN_TRIES = 8
-#: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
-MAX_SPANS = 512
-#: Children of one span taken: the batch walk compares every pair of siblings (a
-#: wider fan-out is rare and takes the scalar path).
-MAX_KIDS = 64
 _NO = -1  # no time (a table column's None)
 #: Times and marks the batches take are under this in magnitude, so that the walks'
 #: sums and differences stay inside int64; a trace with one past it (or past int64,
 #: which Python's ints hold) takes the scalar path.
 _LIMIT = 2**62
-
-
-@dataclass
-class _Shape:
-    """What the scalar path decides from a trace's shape, and the traces queued."""
-
-    n: int
-    root: int
-    order: list[int]
-    parent: list[int]
-    children: list[list[int]]
-    #: each span's children that hold it up (the walks' tree)
-    kids: list[list[int]]
-    #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
-    #: check (messaging)) in the order the scalar clock correction visits them
-    edges: list[tuple[int, list[int], bool, list[bool]]]
-    group_of: np.ndarray  # (spans,) group column of each span
-    groups: list[str]
-    hop_of: np.ndarray  # (spans,) hop column of each span, -1 for none
-    hops: list[tuple[str, str]]
-    same_service: list[int]  # spans of the root's service (client first token)
-    inference: list[int]  # spans whose stage is inference, top-down
-    #: innermost spans with token counts, top-down: (span, its input-token key, its
-    #: output-token key, its model keys), the keys breakdown.count_tokens would read
-    carriers: list[TokenPlan]
-    root_service: str
-    root_name: str
-    #: each span's resolved stage and network hop (``PreparedTrace.stage``, ``.hop``)
-    stage: list[str]
-    hop: list[tuple[str, str] | None]
-    blocking: list[bool] | None
-    #: (parent, child) of each remote edge the clock check reads
-    nested: list[tuple[int, int]]
-    #: a trace's starts, ends and marks (0: none) as n int64 each, in machine order
-    pack: Callable[..., bytes]
-    ids: list[str] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    last_ends: list[int] = field(default_factory=list)
-    splits: list[str | None] = field(default_factory=list)
-    tokens: list[_Tokens] = field(default_factory=list)
-    #: per trace: its spans' starts, ends and marks (0: none), as int64 (``pack``)
-    times: bytearray = field(default_factory=bytearray)
-    has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
-    spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
-
-
-#: A shape the batches do not take (learned once).
-_SCALAR: Any = object()
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 _MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
-_STATIC = attrgetter("service", "name", "kind", "stage")
+#: The fields in the key by value (``shapes.FIELDS``).
+_STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
 _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
-#: What :meth:`ShapeBatcher.ticket` works out for a trace (see there); False: the
-#: scalar path attributes it.
-Ticket: TypeAlias = "tuple[_Shape, bytes, bytes, _Tokens] | Literal[False]"
+_NO_TOKENS: _Tokens = (None, None, None, None)
 
 
-@dataclass
-class _Valued:
-    """Shapes whose spans carry attributes a stage rule compares by value: the
-    (span, key) slots of those values, and a shape per tuple of them."""
+def batching() -> bool:
+    """Whether traces are batched: ``HOPTRACE_BATCH=off`` runs the scalar path alone
+    (the reference the batches must agree with)."""
+    return os.environ.get("HOPTRACE_BATCH", "on").strip().lower() not in ("off", "0", "no", "false")
 
-    slots: list[tuple[int, str]]
-    shapes: dict[tuple[str, ...], Any]
+
+class Ticket(NamedTuple):
+    """What :meth:`ShapeBatcher.ticket` works out for a trace: its shape, its times
+    and marks as machine words, which spans have marks, its token counts."""
+
+    shape: Shape
+    times: bytes
+    has: bytes
+    tokens: _Tokens
+
+    @property
+    def span_count(self) -> int:
+        """The trace's spans (to read them again)."""
+        return self.shape.spans_in
+
+
+#: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
+#: the trace) or None (its shape is not known yet).
+Answer: TypeAlias = "Ticket | Literal[False] | None"
 
 
 class ShapeBatcher:
@@ -164,18 +131,13 @@ class ShapeBatcher:
         self._scalar = scalar
         self._reread = reread
         self._batch = batch
+        # key -> Shape, SCALAR, or a ByValues / ByPhases that tells shapes apart
         self._shapes: dict[tuple, Any] = {}
         self._learned = 0
         # Traces tried per shape (a trace may be tried twice: once at the stream's
         # second look, once when it is complete; it counts once).
         self._tries: dict[tuple, set[str]] = {}
         self._queued = 0
-        # Attribute values the stage rules compare (not only their presence).
-        keys: set[str] = set()
-        for rules in (conventions(), stage_map):
-            for rule in rules.rules if rules is not None else ():
-                keys.update(k for k, _ in rule.attributes)
-        self._value_keys = sorted(keys)
 
     def offer(
         self,
@@ -184,7 +146,7 @@ class ShapeBatcher:
         seq: int,
         last_end: int,
         split: str | None,
-        ticket: Ticket | None = None,
+        ticket: Answer = None,
     ) -> bool:
         """Queue the trace (True), or False: the caller attributes it the scalar way.
         ``ticket``: what :meth:`ticket` gave for these spans (None: worked out now);
@@ -195,14 +157,14 @@ class ShapeBatcher:
             ticket = self.ticket(trace_id, spans, learn=True)
         if ticket is None or ticket is False:
             return False
-        shape, times, has, tokens = ticket
+        shape = ticket.shape
         shape.ids.append(trace_id)
         shape.seqs.append(seq)
         shape.last_ends.append(last_end)
         shape.splits.append(split)
-        shape.times += times  # a copy of machine words: no span is touched
-        shape.has.extend(has)
-        shape.tokens.append(tokens)
+        shape.times += ticket.times  # a copy of machine words: no span is touched
+        shape.has.extend(ticket.has)
+        shape.tokens.append(ticket.tokens)
         shape.spans.append(spans)
         self._queued += 1
         if len(shape.ids) >= self._batch:
@@ -211,7 +173,7 @@ class ShapeBatcher:
             self.flush()
         return True
 
-    def ticket(self, trace_id: str, spans: list[Span], learn: bool = False) -> Ticket | None:
+    def ticket(self, trace_id: str, spans: list[Span], learn: bool = False) -> Answer:
         """What :meth:`offer` queues for this trace, worked out from its spans: its
         shape, its times and marks as machine words, its token counts. False: the
         scalar path attributes it; None (``learn=False``): its shape is not known yet.
@@ -230,153 +192,109 @@ class ShapeBatcher:
         # A missing parent id (None) is not in the index either: -1, as for an orphan.
         parents = tuple(map(index.get, map(_PARENT_ID, spans), repeat(-1)))
         key = (parents, tuple(map(_STATIC, spans)), tuple(map(tuple, map(_ATTRIBUTES, spans))))
-        shape = self._shapes.get(key)
+        entry = self._shapes.get(key)
         # A key is kept only once its parents passed this check: a known one did.
-        if shape is None and (parents.count(-1) != 1 or any(map(eq, parents, range(n)))):
+        if entry is None and (parents.count(-1) != 1 or any(map(eq, parents, range(n)))):
             return False  # orphans to re-parent, every span in a cycle, its own parent
-        if type(shape) is _Valued:  # spans with values the stage rules compare
-            values = tuple([str(spans[i].attributes[k]) for i, k in shape.slots])
-            found = shape.shapes.get(values)
-            if found is None:
-                if learn:
-                    self._new(shape.shapes, values, trace_id, spans)
-                    return False  # the first trace of a shape takes the scalar path
-                return None
-            shape = found
-        elif shape is None:
-            if not learn:
-                return None
-            slots = [
-                (i, k) for i, s in enumerate(spans) for k in self._value_keys if k in s.attributes
-            ]
-            if slots:
-                self._shapes[key] = _Valued(slots, {})
-                return self.ticket(trace_id, spans, learn)
-            self._new(self._shapes, key, trace_id, spans)
+        phases: list[tuple[str, int, int]] = []
+        if type(entry) is ByValues:  # decisions read attribute values
+            entry = entry.shapes.get(values_at(entry.slots, spans))
+        if type(entry) is ByPhases:  # engine spans: their phases, per trace
+            phases = phases_of(entry.engines, spans)
+            entry = entry.shapes.get(tuple([sub for sub, _, _ in phases]))
+        if entry is None:
+            if learn:
+                self._new(key, trace_id, spans)
+            return False if learn else None  # the first trace of a shape: scalar
+        if entry is SCALAR:
             return False
-        if shape is _SCALAR:
-            return False
+        shape = cast(Shape, entry)
         marks = list(map(_MARK, spans))  # None where a span has no mark
         has = bytes(map(is_not, marks, repeat(None)))
         try:
-            times = shape.pack(
-                *map(_START, spans), *map(_END, spans), *[0 if m is None else m for m in marks]
-            )
+            if phases:
+                times = shape.pack(
+                    *map(_START, spans),
+                    *[lo for _, lo, _ in phases],
+                    *map(_END, spans),
+                    *[hi for _, _, hi in phases],
+                    *[0 if m is None else m for m in marks],
+                    *repeat(0, len(phases)),
+                )
+                has += bytes(len(phases))
+            else:
+                times = shape.pack(
+                    *map(_START, spans), *map(_END, spans), *[0 if m is None else m for m in marks]
+                )
         except struct.error:  # a time or mark past int64 (Python's ints hold any)
             return False
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
-        return shape, times, has, tokens
+        return Ticket(shape, times, has, tokens)
 
     def flush(self) -> None:
         """Attribute every queued trace."""
         for entry in self._shapes.values():
-            for shape in entry.shapes.values() if type(entry) is _Valued else (entry,):
-                if type(shape) is _Shape and shape.ids:
-                    self._run(shape)
+            self._flush(entry)
+
+    def _flush(self, entry: Any) -> None:
+        if type(entry) is Shape:
+            if entry.ids:
+                self._run(entry)
+        elif type(entry) is ByValues or type(entry) is ByPhases:
+            for shape in entry.shapes.values():
+                self._flush(shape)
 
     @staticmethod
-    def nested(ticket: Ticket | None, spans: list[Span]) -> bool:
+    def nested(ticket: Answer, spans: list[Span]) -> bool:
         """Whether every remote child of the ticket's trace (``spans``) lies inside its
         parent's time: then the batch cannot give it back for its clocks (``fix_clocks``
         only widens ends, and a child inside is never skewed), so its spans are not
         needed again unless its times are too wide for the batch."""
         if not ticket:
             return False
-        for p, c in ticket[0].nested:
+        for p, c in ticket.shape.nested:
             parent, child = spans[p], spans[c]
             if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
                 return False
         return True
 
-    def _new(self, shapes: dict, key: tuple, trace_id: str, spans: list[Span]) -> None:
-        """Learn the shape of this trace into ``shapes`` (while there is room)."""
-        if self._learned < MAX_SHAPES:
-            learned = self._learn(trace_id, spans)
-            if learned is None:  # skewed clocks: try the next trace, a few times
-                tried = (id(shapes), key)
-                traces = self._tries.setdefault(tried, set())
-                traces.add(trace_id)
-                learned = _SCALAR if len(traces) >= LEARN_TRIES else None
-            if learned is not None:
-                shapes[key] = learned
+    def _new(self, key: tuple, trace_id: str, spans: list[Span]) -> None:
+        """Learn the shape of this trace under ``key`` (while there is room)."""
+        if self._learned >= MAX_SHAPES:
+            return
+        learned = learn(trace_id, spans, self.group_by, self.stage_map)
+        if learned is None:  # skewed clocks: try the next trace, a few times
+            traces = self._tries.setdefault(key, set())
+            traces.add(trace_id)
+            if len(traces) >= LEARN_TRIES and key not in self._shapes:
+                self._shapes[key] = SCALAR
                 self._learned += 1
-
-    def _learn(self, trace_id: str, spans: list[Span]) -> _Shape | None:
-        """The shape of this trace from the scalar path's own decisions; :data:`_SCALAR`
-        for a shape the batches cannot take, None to decide on a later trace."""
-        known = conventions()
-        for s in spans:
-            for inside in (False, True):
-                rule = known.match(s, inside)
-                if rule is not None and rule.role == ENGINE_REQUEST:
-                    return _SCALAR  # its sub-stages come from its attributes and times
-        issues = Warnings()
-        trace = prepare(trace_id, spans, issues, self.stage_map)
-        if trace is None or trace.scalar_only or len(trace.order) != len(spans):
-            return _SCALAR  # engine sub-stages, a cycle: decided by the shape
-        if issues.any:
-            return None  # clock skew in this trace: times, not the shape
-        n = len(spans)
-        if max(map(len, trace.children)) > MAX_KIDS:
-            return _SCALAR
-        edges = []
-        for p in trace.order:
-            remote = [c for c in trace.children[p] if spans[c].service != spans[p].service]
-            if not remote:
-                continue
-            client = spans[p].kind == KIND_CLIENT
-            if client and len(remote) > 1:
-                return _SCALAR  # its hop goes to the longest callee: decided by times
-            exempt = [
-                spans[p].kind == KIND_PRODUCER or spans[c].kind == KIND_CONSUMER for c in remote
-            ]
-            edges.append((p, remote, client, exempt))
-        groups: list[str] = []
-        group_of = np.empty(n, np.int64)
-        for i in range(n):
-            name = group_key(trace, i, self.group_by)
-            if name not in groups:
-                groups.append(name)
-            group_of[i] = groups.index(name)
-        hops: list[tuple[str, str]] = []
-        hop_of = np.full(n, -1, np.int64)
-        for i, hop in enumerate(trace.hop):
-            if hop is not None:
-                if hop not in hops:
-                    hops.append(hop)
-                hop_of[i] = hops.index(hop)
-        root = trace.root
-        return _Shape(
-            n=n,
-            root=root,
-            order=list(trace.order),
-            parent=list(trace.parent),
-            children=[list(c) for c in trace.children],
-            kids=[
-                [c for c in kids if trace.blocking is None or trace.blocking[c]]
-                for kids in trace.children
-            ],
-            edges=edges,
-            group_of=group_of,
-            groups=groups,
-            hop_of=hop_of,
-            hops=hops,
-            same_service=[i for i in range(n) if spans[i].service == spans[root].service],
-            inference=[i for i in trace.order if trace.stage[i] == "inference"],
-            carriers=[token_plan(spans[i].attributes, i) for i in token_carriers(trace)],
-            root_service=spans[root].service,
-            root_name=spans[root].name,
-            stage=list(trace.stage),
-            hop=list(trace.hop),
-            blocking=trace.blocking,
-            pack=struct.Struct(f"{3 * n}q").pack,
-            nested=[
-                (p, c)
-                for p, remote, _, exempt in edges
-                for c, skip in zip(remote, exempt, strict=True)
-                if not skip
-            ],
-        )
+            return
+        self._learned += 1
+        if learned is SCALAR:
+            self._shapes.setdefault(key, SCALAR)
+            return
+        shape, slots, engines = learned
+        entry = self._shapes.get(key)
+        old = entry.slots if type(entry) is ByValues else []
+        if slots and not set(slots) <= set(old):
+            # These values sent the decisions to read more: the shapes told apart by the
+            # old slots are run, and from now on shapes are told apart by all of them.
+            if entry is not None:
+                self._flush(entry)
+            entry = self._shapes[key] = ByValues(sorted(set(old) | set(slots)))
+        if type(entry) is ByValues:
+            at, values = entry.shapes, values_at(entry.slots, spans)
+            entry = at.get(values)
+        else:
+            at, values = self._shapes, key
+        if not engines:
+            at.setdefault(values, shape)
+            return
+        if entry is None:
+            entry = at[values] = ByPhases(engines)
+        if type(entry) is ByPhases and entry.engines == engines:
+            entry.shapes.setdefault(tuple([sub for _, sub in shape.phases]), shape)
 
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray, n: int) -> None:
         """Attribute the traces ``which`` of a batch (of ``n`` spans each) the scalar way;
@@ -390,7 +308,7 @@ class ShapeBatcher:
                 kept = self._reread(ids[r], seqs[r], last_ends[r], n)
             self._scalar(ids[r], kept, seqs[r], last_ends[r], splits[r])
 
-    def _run(self, shape: _Shape) -> None:
+    def _run(self, shape: Shape) -> None:
         """Attribute the queued traces of ``shape`` (see the module docstring)."""
         b, n = len(shape.ids), shape.n
         self._queued -= b
@@ -407,16 +325,17 @@ class ShapeBatcher:
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
         rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
         if wide.any():
-            self._give_back(rows, np.nonzero(wide)[0], n)
+            self._give_back(rows, np.nonzero(wide)[0], shape.spans_in)
             rest = np.nonzero(~wide)[0]
             if not rest.size:
                 return
             start, end, marks, has = start[rest], end[rest], marks[rest], has[rest]
             rows = _pick(rows, rest)
-        # Only ends are widened: a trace whose spans must shift goes to the scalar path.
+        # Only ends are widened (of CLIENT spans, never an engine span whose phases were
+        # read from its times): a trace whose spans must shift goes to the scalar path.
         skewed = fix_clocks(shape, start, end)
         if skewed.any():
-            self._give_back(rows, np.nonzero(skewed)[0], n)
+            self._give_back(rows, np.nonzero(skewed)[0], shape.spans_in)
             keep = np.nonzero(~skewed)[0]
             if not keep.size:
                 return
@@ -457,7 +376,7 @@ class ShapeBatcher:
                 self.projection(
                     PreparedTrace(
                         ids[r],
-                        kept[r],
+                        self._with_phases(shape, kept[r], row_starts[r], row_ends[r]),
                         root,
                         shape.parent,
                         shape.children,
@@ -466,6 +385,7 @@ class ShapeBatcher:
                         shape.stage,
                         shape.hop,
                         shape.order,
+                        synthetic=shape.n - shape.spans_in,
                         blocking=shape.blocking,
                     )
                 )
@@ -479,7 +399,7 @@ class ShapeBatcher:
             tokens,
             start=start[:, root],
             e2e=end[:, root] - start[:, root],
-            span_count=n,
+            span_count=shape.spans_in,
             ttft=np.where(has_ttft, point - start[:, root], _NO),
             model_ttft=model_ttft,
             root=(shape.root_service, shape.root_name),
@@ -489,8 +409,19 @@ class ShapeBatcher:
             projected=projected,
         )
 
-
-_NO_TOKENS: tuple[None, None, None, None] = (None, None, None, None)
+    @staticmethod
+    def _with_phases(
+        shape: Shape, spans: list[Span], start: list[int], end: list[int]
+    ) -> list[Span]:
+        """The trace's spans and, after them, its engine phases as the scalar path adds
+        them."""
+        if not shape.phases:
+            return spans
+        first = shape.spans_in
+        return spans + [
+            phase_span(spans[e], sub, start[k], end[k])
+            for k, (e, sub) in enumerate(shape.phases, first)
+        ]
 
 
 def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:

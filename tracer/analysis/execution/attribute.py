@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from tracer.analysis._lines import spans_of, where
-from tracer.analysis._shapes import ShapeBatcher, Ticket
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
+from tracer.analysis.execution.batches import Answer, ShapeBatcher, batching
+from tracer.analysis.execution.lines import spans_of, where
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Span, Warnings
@@ -41,8 +41,9 @@ class Attributor:
     with ``projection`` (a :class:`~tracer.analysis.whatif.Projection`) its what-if.
 
     Traces of a shape seen before are queued and attributed a batch at a time
-    (:mod:`tracer.analysis._shapes`); reading :attr:`table` (or :meth:`flush`) runs
-    what is queued. ``batched=False`` attributes every trace on its own."""
+    (:mod:`tracer.analysis.execution.batches`); reading :attr:`table` (or :meth:`flush`) runs
+    what is queued. ``batched=False`` (or ``HOPTRACE_BATCH=off``) attributes every trace
+    on its own."""
 
     group_by: str
     stage_map: StageMap | None
@@ -50,7 +51,7 @@ class Attributor:
     rows: TraceTable = field(default_factory=TraceTable)
     split_by: str | None = None
     projection: Callable[[PreparedTrace], Projected] | None = None
-    batched: bool = True
+    batched: bool = field(default_factory=batching)
     #: the files streamed, by their index in ``seq`` (to read a dropped trace again)
     files: dict[int, str] = field(default_factory=dict, repr=False)
     _batcher: ShapeBatcher | None = field(default=None, init=False, repr=False)
@@ -90,7 +91,7 @@ class Attributor:
         spans: list[Span] | None,
         seq: int,
         last_end: int,
-        ticket: Ticket | None = None,
+        ticket: Answer = None,
     ) -> None:
         """Attribute one trace (or one part of it; ``join_parts`` sorts that out);
         ``ticket``: what :meth:`early` gave for the same spans (which the caller may
@@ -121,9 +122,7 @@ class Attributor:
             and self.projection is None
         )
 
-    def early(
-        self, trace_id: str, spans: list[Span], learn: bool = False
-    ) -> tuple[Ticket | None, bool]:
+    def early(self, trace_id: str, spans: list[Span], learn: bool = False) -> tuple[Answer, bool]:
         """The batches' ticket for these spans (:meth:`ShapeBatcher.ticket`: None while
         their shape is unknown), taken while they are fresh in the caches, and whether
         the caller may drop the spans (then giving None for them with the ticket);

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracer._errors import positive_setting
-from tracer.analysis._attribute import Attributor
-from tracer.analysis._lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
-from tracer.analysis._lines import lines as lines_in
-from tracer.analysis._lines import seq as seq_of
-from tracer.analysis._lines import where as place_of
 from tracer.analysis._table import TraceTable
+from tracer.analysis.execution.attribute import Attributor
+from tracer.analysis.execution.lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
+from tracer.analysis.execution.lines import lines as lines_in
+from tracer.analysis.execution.lines import seq as seq_of
+from tracer.analysis.execution.lines import where as place_of
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
@@ -122,7 +122,7 @@ def stream_range(
                                 second.append((seen, tid))
                     else:
                         if entry[0] is None:  # its first part was dropped: read it again
-                            count = entry[4][0].n
+                            count = entry[4].span_count
                             entry[0] = spans_of(path, tid, entry[1], entry[3], count, fh)
                             restored += 1
                             if restored > _RESTORES and restored * 50 > dropped:
