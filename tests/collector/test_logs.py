@@ -27,7 +27,7 @@ from collector import SpanStore
 from tests.conftest import CollectorProcess
 from tests.helpers import eventually
 from tracer import attributes as attrs
-from tracer.analysis import TraceSet, break_down, prepare
+from tracer.analysis import TraceSet, analyze_sources, break_down, prepare
 from tracer.analysis.loaders import load
 from tracer.spans.model import Warnings
 
@@ -122,6 +122,12 @@ def test_log_events_give_the_same_ttft_and_usage_as_span_events(running, tmp_pat
     assert groups == {"other": 7 * MS, "inference": 88 * MS}
     call = next(s for s in traces.traces[as_logs] if s.name == "chat demo-model")
     assert call.attributes[attrs.GEN_AI_CACHE_READ_TOKENS] == 96
+    # The store streamed in bounded memory (what 'hoptrace analyze' runs) reads the
+    # events too: both traces, the same TTFT, usage and cached tokens.
+    streamed, _ = analyze_sources([str(running.store)])
+    assert streamed.ttft is not None and streamed.ttft.n == 2 and streamed.ttft.max == 37.0
+    assert streamed.tokens is not None and streamed.tokens.input_total == 240
+    assert streamed.cache is not None and streamed.cache.cached_total == 192
     running.stop()
     raw = (tmp_path / "spans.db").read_bytes()
     assert b"PROMPT-CANARY" not in raw and b"never stored" not in raw
