@@ -127,7 +127,9 @@ class Shape:
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
     splits: list[str | None] = field(default_factory=list)
-    tokens: list[tuple[int | None, int | None, str | None, int | None]] = field(default_factory=list)
+    tokens: list[tuple[int | None, int | None, str | None, int | None]] = field(
+        default_factory=list
+    )
     #: per trace: its spans' starts, ends and marks (0: none), as int64 (``pack``)
     times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
