@@ -49,6 +49,7 @@ _SHAPES = [
             {
                 "gen_ai.usage.input_tokens": 12,
                 "gen_ai.usage.output_tokens": 7,
+                "gen_ai.usage.cache_read.input_tokens": 5,
                 "gen_ai.request.model": "m-1",
             },
             "inference",

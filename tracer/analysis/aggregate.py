@@ -13,6 +13,7 @@ from tracer.analysis._sketch import percentiles, sketch_note
 from tracer.analysis._sketch import tail as tail_of
 from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
+from tracer.analysis.cache import CacheStats, cache_stats
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
@@ -133,6 +134,10 @@ class Analysis:
     split_parts: dict[str, tuple[int, Warnings]] | None = None
     #: True when the percentiles came from the DDSketch (past the exact limit).
     sketched: bool = False
+    #: Cached prompt tokens and TTFT by cached fraction (:mod:`tracer.analysis.cache`).
+    cache: CacheStats | None = None
+    #: A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms.
+    coordinator_ttft: Stats | None = None
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -293,6 +298,8 @@ def aggregate_columns(
             output_total=int(tout.sum()),
         )
     model_ttft = cols.model_ttft_ns[cols.model_ttft_ns != _NONE] / NS_PER_MS
+    coordinator = cols.coordinator_ttft_ns
+    coordinator = coordinator[coordinator != _NONE] / NS_PER_MS
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
@@ -310,6 +317,8 @@ def aggregate_columns(
         tally=tally,
         split_parts=split_parts,
         sketched=sketched,
+        cache=cache_stats(cols),
+        coordinator_ttft=stats(coordinator, sketched) if coordinator.size else None,
     )
 
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 from tracer import attributes as attrs
 from tracer.analysis.phases import engine_intervals
-from tracer.analysis.stage_map import ENGINE_REQUEST, LLM_CALL, StageMapRules, conventions
+from tracer.analysis.stage_map import (
+    ENGINE_REQUEST,
+    INVOCATION,
+    LLM_CALL,
+    StageMapRules,
+    conventions,
+)
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -38,7 +44,8 @@ class PreparedTrace:
     children (orphans are children of the root); ``stage`` is the resolved stage;
     ``hop`` is ``(from service, to service)`` for network spans, else None. The last
     ``synthetic`` spans are an engine request span's queue, prefill and decode
-    intervals (``docs/analysis.md``, sub-stages), children of that span. ``blocking``
+    intervals (``docs/analysis.md``, sub-stages), children of that span. ``coordinator``
+    is the P/D coordinator span with its own time to first token, if any. ``blocking``
     marks the children that hold their parent up (None: all of them): a CONSUMER
     child of a PRODUCER span does not (``docs/analysis.md``, the dependency model).
     """
@@ -59,6 +66,9 @@ class PreparedTrace:
     #: ``engine_intervals``), top-down; with the Triton ``compute`` child each read
     #: (-1: none)
     engines: list[tuple[int, int]] | None = None
+    #: The outermost prefill/decode coordinator span (llm-d's P/D proxy with its own
+    #: time to first token), or -1.
+    coordinator: int = -1
 
     @property
     def e2e_ns(self) -> int:
@@ -128,9 +138,21 @@ def prepare(
     start = [s.start_ns for s in spans]
     end = [s.end_ns for s in spans]
     _fix_clocks(spans, order, children, start, end, issues)
-    stage, hop, engines = _resolve_stages(spans, order, parent, children, root, stage_map)
+    stage, hop, engines, followers = _resolve_stages(
+        spans, order, parent, children, root, stage_map
+    )
+    for i in followers:  # nested under the phase it follows: taken as its sibling
+        p = parent[i]
+        if p != root and p >= 0 and parent[p] >= 0 and "." in stage[p]:
+            children[p].remove(i)
+            parent[i] = parent[p]
+            children[parent[i]].append(i)
     trace = PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
     trace.blocking = blocking_of(spans, parent)
+    for e in engines:
+        if attrs.LLMD_TRUE_TTFT_MS in spans[e].attributes:
+            trace.coordinator = e
+            break
     if engines:
         _add_engine_phases(trace, engines)
     return trace
@@ -221,9 +243,10 @@ def _resolve_stages(
     children: list[list[int]],
     root: int,
     stage_map: StageMap | None,
-) -> tuple[list[str], list[tuple[str, str] | None], list[int]]:
-    """Stage and hop of every span (``docs/analysis.md``, stage resolution), and the
-    engine request spans whose stage is ``inference``."""
+) -> tuple[list[str], list[tuple[str, str] | None], list[int], list[int]]:
+    """Stage and hop of every span (``docs/analysis.md``, stage resolution), the
+    engine request spans whose stage is ``inference``, and the spans that follow their
+    parent though nested under it (a rule's ``after_parent``)."""
     n = len(spans)
     known = conventions()
     stage = [_OTHER] * n
@@ -231,6 +254,7 @@ def _resolve_stages(
     carried: list[str | None] = [None] * n
     in_engine = [False] * n
     engines: list[int] = []
+    followers: list[int] = []
     remote_below: list[bool] | None = None
     for i in order:
         s = spans[i]
@@ -239,10 +263,14 @@ def _resolve_stages(
         inside = in_engine[p] if p >= 0 else False
         in_engine[i] = inside
         own = s.stage
+        mapped = None
         if own is None and stage_map is not None:
             mapped = stage_map.match(s, inside)
             own = mapped.stage if mapped is not None else None
         rule = known.match(s, inside) if own is None or own == _INFERENCE else None
+        chosen = mapped if mapped is not None else rule
+        if chosen is not None and chosen.after_parent:
+            followers.append(i)
         if own is not None:  # rules 1 and 2
             stage[i] = carried[i] = own
             if own == _INFERENCE and rule is not None and rule.role == ENGINE_REQUEST:
@@ -272,13 +300,16 @@ def _resolve_stages(
                 got = _INFERENCE
                 engines.append(i)
                 in_engine[i] = True
+            elif rule.role == INVOCATION:  # no stage of its own: rule 5 or 6
+                stage[i] = inherited or _OTHER
+                continue
             else:
                 got = rule.stage or _OTHER
             stage[i] = carried[i] = got
             continue
         if inherited is not None:  # rule 5; else rule 6, other
             stage[i] = inherited
-    return stage, hop, engines
+    return stage, hop, engines, followers
 
 
 def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:

@@ -79,8 +79,8 @@ _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 _STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
 _POSITIONS = range(MAX_SPANS)
-_Tokens: TypeAlias = tuple[int | None, int | None, str | None]
-_NO_TOKENS: _Tokens = (None, None, None)
+_Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
+_NO_TOKENS: _Tokens = (None, None, None, None)
 
 
 def batching() -> bool:

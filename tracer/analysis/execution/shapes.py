@@ -127,7 +127,9 @@ class Shape:
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
     splits: list[str | None] = field(default_factory=list)
-    tokens: list[tuple[int | None, int | None, str | None]] = field(default_factory=list)
+    tokens: list[tuple[int | None, int | None, str | None, int | None]] = field(
+        default_factory=list
+    )
     #: per trace: its spans' starts, ends and marks (0: none), as int64 (``pack``)
     times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
@@ -253,6 +255,8 @@ def learn(
     trace = prepare(trace_id, reading, issues, stage_map)
     if trace is None or len(trace.order) - trace.synthetic != len(spans):
         return SCALAR  # a cycle: decided by the shape
+    if trace.coordinator >= 0:
+        return SCALAR  # a P/D coordinator's own time to first token: read per trace
     if issues.any:
         return None  # clock skew in this trace: times, not the shape
     break_down(trace, group_by)  # what the row's decisions read, too

@@ -164,6 +164,7 @@ def _load(
                 f"trace source {text!r} does not exist; give a trace file, a folder, a span "
                 "store, or a Jaeger or Tempo URL such as http://localhost:16686"
             )
+    traceset.attach_events()
     traceset = traceset.keep(TraceFilter(service, operation, run, since_ns))
     if ids is not None:
         traceset = traceset.subset(ids)
