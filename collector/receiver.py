@@ -51,6 +51,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.content import ContentFilter
 from collector.decode import Decoded, RequestError, decode_body
+from collector.live import PATHS as LIVE_PATHS
+from collector.live import LiveMetrics, live_metrics_on
+from collector.live import answer as answer_live
 from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
 from collector.store import SpanStore
 from collector.writer import ShuttingDown, Ticket, Writer
@@ -111,6 +114,11 @@ class OtlpReceiver:
         min_body_rate: bytes a second a body must average after ``body_timeout_s``;
             a slower one is answered 408 and its memory given back, so uploads that
             trickle in cannot hold the collector (default 32 KiB/s after 10 s).
+        live_metrics: attribute traces as they complete and serve ``GET /metrics``
+            and ``GET /live`` (:mod:`collector.live`); None reads
+            ``$HOPTRACE_LIVE_METRICS`` (off when unset).
+        otlp_metrics_endpoint: with live metrics, also push them by OTLP/HTTP here
+            (None reads ``$HOPTRACE_OTLP_METRICS_ENDPOINT``).
 
     Raises:
         ValueError: ``max_body_bytes`` is not positive, ``token`` is empty, or
@@ -128,6 +136,8 @@ class OtlpReceiver:
         max_memory: int | str | None = None,
         body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
+        live_metrics: bool | None = None,
+        otlp_metrics_endpoint: str | None = None,
     ):
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
@@ -157,7 +167,10 @@ class OtlpReceiver:
         self._content = None if keep_content else ContentFilter()
         self.budget = MemoryBudget(limit)
         self._decoder = ThreadPoolExecutor(1, thread_name_prefix="hoptrace-decode")
-        self._writer = Writer(store)
+        self.live: LiveMetrics | None = None
+        if live_metrics_on(live_metrics):
+            self.live = LiveMetrics(otlp_metrics_endpoint=otlp_metrics_endpoint)
+        self._writer = Writer(store, None if self.live is None else self.live.offer)
         self._closing = False
         self.spans_stored = 0
         self.spans_rejected = 0
@@ -181,6 +194,8 @@ class OtlpReceiver:
         self.begin_shutdown()
         self._decoder.shutdown(wait=True, cancel_futures=True)
         self._writer.close()
+        if self.live is not None:
+            self.live.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -200,6 +215,11 @@ class OtlpReceiver:
                 if method != "GET":
                     raise RequestError(405, f"{path} takes GET")
                 await _respond(send, 200, "application/json", orjson.dumps(self.health()))
+                return
+            if path in LIVE_PATHS:
+                query = scope.get("query_string", b"")
+                reply = await answer_live(self.live, path, method, query, self.health())
+                await _respond(send, *reply)
                 return
             if path != "/v1/traces":
                 raise RequestError(404, f"no such endpoint {path!r}; send traces to /v1/traces")
