@@ -3,9 +3,12 @@ text at GET /metrics, summed for hoptrace top at GET /live, pushed by OTLP when 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -19,7 +22,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector import BackgroundCollector
+from collector import BackgroundCollector, free_port
 from collector.metrics import OTHER, LabelLimiter
 from collector.pending import PendingTraces
 from tracer import attributes as attrs
@@ -247,3 +250,30 @@ def test_the_same_instruments_go_out_by_otlp_when_asked(tmp_path):
     assert point.count == 1 and point.sum == pytest.approx(0.1)
     labels = {a.key: a.value.string_value for a in point.attributes}
     assert labels["route"] == "/v1/chat/completions" and labels["model"] == "demo-model"
+
+
+def test_top_says_in_one_line_when_no_collector_answers():
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracer.cli",
+            "top",
+            "--collector",
+            f"http://127.0.0.1:{free_port()}",
+            "--once",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("hoptrace: error: no collector answers at")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_metric_names_stay_what_the_docs_list():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    for name in ("hoptrace_trace_duration_seconds", "hoptrace_trace_ttft_seconds",
+                 "hoptrace_stage_seconds_total", "hoptrace_tokens_total", "hoptrace_trace_errors_total"):  # fmt: skip
+        assert f"`{name}`" in docs
