@@ -10,6 +10,7 @@ of ``hoptrace top``). It ends when the data pipe closes (the collector stopped o
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import sys
 import time
@@ -75,6 +76,7 @@ class _Worker:
 def run(data: Connection, control: Connection, settings: dict[str, Any]) -> None:
     """Serve until ``data`` closes."""
     worker = _Worker(settings)
+    control.send_bytes(pickle.dumps((0, "ready")))  # everything imported: ingest may start
     last = time.monotonic()
     try:
         while True:
@@ -99,6 +101,12 @@ def main(argv: list[str]) -> None:
     import orjson
 
     data_fd, control_fd, settings = int(argv[0]), int(argv[1]), orjson.loads(argv[2])
+    # Ingest comes first when the machine is busy: attribution takes the CPU left over
+    # (and when it falls behind, the feed's bound in the receiver applies).
+    try:
+        os.nice(settings.get("nice", 10))
+    except OSError:
+        pass
     logging.basicConfig(level=logging.WARNING, format="hoptrace live metrics: %(message)s")
     run(Connection(data_fd, writable=False), Connection(control_fd), settings)
 

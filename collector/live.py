@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from tracer._errors import ConfigError
+from tracer._errors import ConfigError, ReceiverError
 
 __all__ = [
     "LIVE_ENV",
@@ -53,7 +53,9 @@ _logger = logging.getLogger(__name__)
 LIVE_ENV = "HOPTRACE_LIVE_METRICS"
 OTLP_ENV = "HOPTRACE_OTLP_METRICS_ENDPOINT"
 #: Committed spans waiting for the attribution process, at most.
-DEFAULT_MAX_QUEUED_SPANS = 500_000
+DEFAULT_MAX_QUEUED_SPANS = 200_000
+#: Seconds the attribution process may take to start.
+START_S = 60.0
 #: Seconds a /metrics or /live request waits for the attribution process.
 ANSWER_S = 10.0
 
@@ -84,6 +86,7 @@ class LiveMetrics:
 
     Raises:
         ValueError: a setting out of range.
+        ReceiverError: the attribution process did not start.
     """
 
     def __init__(
@@ -133,6 +136,17 @@ class LiveMetrics:
         )
         data_read.close()
         control_child.close()
+        try:  # the process has imported what it needs (a second or so) before ingest begins
+            ready = self._control.poll(START_S) and pickle.loads(self._control.recv_bytes())
+        except (OSError, EOFError):
+            ready = False
+        if ready != (0, "ready"):
+            self._process.kill()
+            self._process.wait()
+            raise ReceiverError(
+                f"the live metrics could not start within {START_S:g} s; run the collector "
+                "with --no-live-metrics, or see the error above"
+            )
         self._queue: queue.SimpleQueue[list[tuple] | None] = queue.SimpleQueue()
         self._count_lock = threading.Lock()
         self._ask_lock = threading.Lock()

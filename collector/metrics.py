@@ -162,6 +162,20 @@ class PrometheusInstruments:
         )
         self.counts = _Counts()
         r.register(self.counts)
+        self._children: dict[Labels, tuple[Any, Any, Any, dict[Any, Any]]] = {}
+
+    def _of(self, labels: Labels) -> tuple[Any, Any, Any, dict[Any, Any]]:
+        """The label set's children (looked up once: ``labels()`` costs a few us)."""
+        found = self._children.get(labels)
+        if found is None:
+            found = self._children[labels] = (
+                self.duration.labels(*labels),
+                self.ttft.labels(*labels),
+                self.errors.labels(*labels),
+                {},
+            )
+            found[2].inc(0)
+        return found
 
     def record(
         self,
@@ -173,19 +187,23 @@ class PrometheusInstruments:
         error: bool,
     ) -> None:
         """One attributed trace."""
-        self.duration.labels(*labels).observe(e2e_s)
+        duration, ttft, errors, by_key = self._of(labels)
+        duration.observe(e2e_s)
         if ttft_s is not None:
-            self.ttft.labels(*labels).observe(ttft_s)
+            ttft.observe(ttft_s)
         for stage, seconds in stages.items():
-            self.stage.labels(*labels, stage).inc(seconds)
-        if tokens[0]:
-            self.tokens.labels(*labels, "input").inc(tokens[0])
-        if tokens[1]:
-            self.tokens.labels(*labels, "output").inc(tokens[1])
-        if error:
-            self.errors.labels(*labels).inc()
-        else:  # the series exists from the first trace on, so rates of it read 0, not none
-            self.errors.labels(*labels).inc(0)
+            child = by_key.get(stage)
+            if child is None:
+                child = by_key[stage] = self.stage.labels(*labels, stage)
+            child.inc(seconds)
+        for direction, n in zip(_DIRECTIONS, tokens, strict=True):
+            if n:
+                child = by_key.get(direction)
+                if child is None:
+                    child = by_key[direction] = self.tokens.labels(*labels, direction[1])
+                child.inc(n)
+        if error:  # the series exists from the first trace on, so its rate reads 0, not none
+            errors.inc()
 
     def set_counts(self, counts: Mapping[str, Any]) -> None:
         """The live pipeline's and the receiver's counts (:func:`count_docs` names)."""
@@ -202,6 +220,9 @@ class PrometheusInstruments:
         """The Prometheus text exposition of everything."""
         return generate_latest(self.registry)
 
+
+#: Keys of the token counters among a label set's children (a tuple: no stage is one).
+_DIRECTIONS = (("tokens", "input"), ("tokens", "output"))
 
 #: Count key -> (metric name without ``_total``, help, label of a dict's keys).
 _COUNT_DOCS: dict[str, tuple[str, str, str]] = {

@@ -36,6 +36,9 @@ class _Trace:
     first_s: float
     last_s: float
     spans: list[Span] = field(default_factory=list)
+    #: ``last_s`` when it was last found incomplete: unchanged since, it still is
+    #: (the services a trace must have only ever grow).
+    incomplete_at: float = -1.0
 
 
 class PendingTraces:
@@ -102,7 +105,11 @@ class PendingTraces:
         settle_before = now_s - self.settle_s
         expire_before = now_s - self.timeout_s
         for tid, trace in list(self._traces.items()):
-            if trace.last_s <= settle_before and self._is_complete(trace):
+            if (
+                trace.last_s <= settle_before
+                and trace.incomplete_at != trace.last_s
+                and self._is_complete(trace)
+            ):
                 ready.append((tid, trace.spans))
             elif trace.first_s <= expire_before:
                 timed_out.append((tid, trace.spans))
@@ -116,8 +123,9 @@ class PendingTraces:
     def _is_complete(self, trace: _Trace) -> bool:
         spans = trace.spans
         roots = [s for s in spans if s.parent_id is None]
-        if len(roots) != 1:
-            return False  # its root is still to come (or it is broken: the timeout takes it)
+        if len(roots) != 1:  # its root is still to come (or it is broken: the timeout takes it)
+            trace.incomplete_at = trace.last_s
+            return False
         root = roots[0]
         key = (root.service, root.name, self._run_of(spans))
         services = self._services.get(key)
@@ -126,7 +134,10 @@ class PendingTraces:
             if len(self._services) > _MAX_ENTRIES:
                 self._services.popitem(last=False)
         services.update(s.service for s in spans)
-        return self._complete(spans, services)
+        if self._complete(spans, services):
+            return True
+        trace.incomplete_at = trace.last_s
+        return False
 
     def _remember(self, trace_id: str) -> None:
         self._recent_new.add(trace_id)
