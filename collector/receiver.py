@@ -217,6 +217,7 @@ class OtlpReceiver:
                 await _respond(send, 200, "application/json", orjson.dumps(self.health()))
                 return
             if path in LIVE_PATHS:
+                self._check_token({k.lower(): v for k, v in scope["headers"]})
                 query = scope.get("query_string", b"")
                 reply = await answer_live(self.live, path, method, query, self.health())
                 await _respond(send, *reply)
@@ -270,11 +271,7 @@ class OtlpReceiver:
 
     async def _export(self, scope: Scope, receive: Receive, send: Send, request: _Request) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self._token is not None:
-            given = headers.get("authorization", "")
-            expected = b"Bearer " + self._token
-            if not hmac.compare_digest(given.encode("latin-1"), expected):
-                raise RequestError(401, "missing or wrong bearer token in Authorization header")
+        self._check_token({k.encode("latin-1"): v.encode("latin-1") for k, v in headers.items()})
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype in _PROTO_TYPES:
             is_json = False
@@ -411,6 +408,13 @@ class OtlpReceiver:
                     if request.ticket is not None:
                         request.ticket.abandon()
                 return
+
+    def _check_token(self, headers: dict[bytes, bytes]) -> None:
+        """401 unless the request carries the token (when one is set)."""
+        if self._token is not None:
+            given = headers.get(b"authorization", b"")
+            if not hmac.compare_digest(given, b"Bearer " + self._token):
+                raise RequestError(401, "missing or wrong bearer token in Authorization header")
 
     def _full(self) -> RequestError:
         return RequestError(

@@ -277,3 +277,17 @@ def test_metric_names_stay_what_the_docs_list():
     for name in ("hoptrace_trace_duration_seconds", "hoptrace_trace_ttft_seconds",
                  "hoptrace_stage_seconds_total", "hoptrace_tokens_total", "hoptrace_trace_errors_total"):  # fmt: skip
         assert f"`{name}`" in docs
+
+
+def test_with_a_token_the_metrics_need_it_too(tmp_path):
+    with BackgroundCollector(tmp_path / "spans.db", live_metrics=True, token="s3cret") as c:
+        refused = httpx.get(c.endpoint + "/metrics")
+        served = httpx.get(c.endpoint + "/metrics", headers={"authorization": "Bearer s3cret"})
+        top = subprocess.run(
+            [sys.executable, "-m", "tracer.cli", "top", "--collector", c.endpoint, "--once",
+             "--token", "s3cret"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert refused.status_code == 401 and "bearer token" in refused.json()["message"]
+    assert served.status_code == 200 and "hoptrace_trace_duration_seconds" in served.text
+    assert top.returncode == 0 and "no trace attributed in the window yet" in top.stdout

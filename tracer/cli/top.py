@@ -15,8 +15,10 @@ __all__ = ["COMMANDS", "fetch_window", "window_table"]
 _SHARES_SHOWN = 4
 
 
-def fetch_window(collector: str, by: str, window_s: float) -> dict[str, Any]:
-    """``GET /live`` of ``collector``.
+def fetch_window(
+    collector: str, by: str, window_s: float, token: str | None = None
+) -> dict[str, Any]:
+    """``GET /live`` of ``collector`` (with its bearer ``token``, when it requires one).
 
     Raises:
         SourceError: nothing answers there, or it is not a collector with live metrics.
@@ -25,7 +27,12 @@ def fetch_window(collector: str, by: str, window_s: float) -> dict[str, Any]:
 
     url = collector.rstrip("/") + "/live"
     try:
-        response = httpx.get(url, params={"by": by, "window": f"{window_s:g}"}, timeout=10)
+        response = httpx.get(
+            url,
+            params={"by": by, "window": f"{window_s:g}"},
+            headers={"authorization": f"Bearer {token}"} if token else {},
+            timeout=10,
+        )
     except httpx.HTTPError as exc:
         raise SourceError(
             f"no collector answers at {collector} ({type(exc).__name__}); start one with "
@@ -110,22 +117,29 @@ def window_table(summary: dict[str, Any]) -> Any:
     show_default=True,
     help="Seconds between refreshes.",
 )
+@click.option(
+    "--token",
+    envvar="HOPTRACE_COLLECTOR_TOKEN",
+    help="The collector's bearer token, when it requires one [env: HOPTRACE_COLLECTOR_TOKEN].",
+)
 @click.option("--once", is_flag=True, help="Print one frame and exit (for scripts).")
-def top(collector: str, by: str, window_s: float, interval: float, once: bool) -> None:
+def top(
+    collector: str, by: str, window_s: float, interval: float, token: str | None, once: bool
+) -> None:
     """Stage shares, P50/P90 and TTFT per route or model over the last minute, live
     from a running collector (its GET /live)."""
     from rich.console import Console
     from rich.live import Live
 
     console = Console()
-    summary = fetch_window(collector, by, window_s)
+    summary = fetch_window(collector, by, window_s, token)
     if once:
         console.print(window_table(summary))
         return
     with Live(window_table(summary), console=console, refresh_per_second=4) as live:
         while True:
             time.sleep(interval)
-            live.update(window_table(fetch_window(collector, by, window_s)))
+            live.update(window_table(fetch_window(collector, by, window_s, token)))
 
 
 COMMANDS = (top,)
