@@ -291,3 +291,33 @@ def test_with_a_token_the_metrics_need_it_too(tmp_path):
     assert refused.status_code == 401 and "bearer token" in refused.json()["message"]
     assert served.status_code == 200 and "hoptrace_trace_duration_seconds" in served.text
     assert top.returncode == 0 and "no trace attributed in the window yet" in top.stdout
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.traces: list[tuple] = []
+
+    def record(self, labels, e2e_s, ttft_s, stages, tokens, error) -> None:
+        self.traces.append((labels, e2e_s, stages))
+
+
+def test_a_timed_out_trace_is_attributed_as_it_is_with_its_root_and_dropped_without():
+    from collector.attribution import LiveAttribution
+    from collector.store import span_row
+
+    sink = _Sink()
+    live = LiveAttribution([sink], settle_s=0.5, timeout_s=5, max_spans=1000)
+    with_root = [
+        Span("a" * 32, "1" * 16, None, "gateway", "POST", 2, 0, 100_000_000),
+        Span("a" * 32, "3" * 16, "2" * 16, "model", "gen", 2, 10_000_000, 90_000_000),
+    ]  # the model span's parent (an app span) never comes
+    no_root = [Span("b" * 32, "3" * 16, "2" * 16, "model", "gen", 2, 0, 50_000_000)]
+    live.add_rows([span_row(s) for s in with_root + no_root], 0.0)
+    assert live.tick(4.0) == 0 and sink.traces == []
+    assert live.tick(5.0) == 1
+    ((labels, e2e_s, stages),) = sink.traces
+    assert labels[0] == "gateway" and e2e_s == pytest.approx(0.1)
+    assert sum(stages.values()) == pytest.approx(0.1)  # the orphan is re-parented to the root
+    counts = live.counts()
+    assert counts["attributed"]["timed_out"] == 1 and counts["dropped"]["no_root"] == 1
+    assert counts["pending_spans"] == 0
