@@ -28,7 +28,7 @@ from tracer.analysis._table import TraceTable
 from tracer.analysis.arrival import is_complete
 from tracer.spans.model import Span, Warnings
 
-__all__ = ["ROUTE_ATTRIBUTES", "LiveAttribution", "Sink"]
+__all__ = ["LiveAttribution", "ROUTE_ATTRIBUTES", "Sink"]
 
 #: Where a trace's route comes from: the earliest span carrying one of these.
 ROUTE_ATTRIBUTES = ("http.route",)

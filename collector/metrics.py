@@ -24,15 +24,16 @@ __all__ = [
     "BUCKETS_S",
     "LABELS",
     "LABEL_LIMITS",
+    "LabelLimiter",
+    "Labels",
     "MAX_LABEL_SETS",
     "OTHER",
+    "PrometheusInstruments",
     "STAGE_TIME",
     "TOKENS",
     "TRACE_DURATION",
     "TRACE_ERRORS",
     "TRACE_TTFT",
-    "LabelLimiter",
-    "PrometheusInstruments",
 ]
 
 #: Histogram bucket bounds (seconds) for end-to-end times and TTFT: requests to models
