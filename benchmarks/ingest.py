@@ -18,8 +18,17 @@ Targets: the last window at least 80% of the first; none lost; a commit costs th
 same per span whatever its size and the store's (within 2x: on a shared 2-core machine
 single figures move by a third either way).
 
+``--live-metrics`` measures instead what the live critical-path metrics cost ingest:
+``hoptrace collect --live-metrics`` against ``--no-live-metrics``, side by side,
+``--repeat`` times in alternating order (so that other load on the machine falls on
+both alike), each run sending ``--spans`` spans into a fresh store; printed: each
+side's spans/s (median, min, max), the ratio of the medians and of each pair, and
+how many traces the live side attributed (read from its /metrics). Target: live on
+at least 0.9x the rate without it.
+
     python benchmarks/ingest.py [--spans 5000000] [--senders 4] [--window 500000]
                                 [--skip-store | --store-only]
+    python benchmarks/ingest.py --live-metrics [--spans 200000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -166,23 +175,30 @@ class Collector:
         self._thread.join()
 
 
+def start_collector(store: Path, live: bool) -> tuple[subprocess.Popen, int]:
+    """``hoptrace collect`` on a free port, answering /healthz."""
+    port = free_port()
+    command = [sys.executable, "-m", "tracer.cli", "collect", "--port", str(port)]
+    command += ["--live-metrics" if live else "--no-live-metrics", "--store", str(store)]
+    proc = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+            return proc, port
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise
+            time.sleep(0.05)
+
+
 def run_collector(args: argparse.Namespace, tmp: Path) -> None:
     template, marker = make_batch(args.batch)
     batches = -(-args.spans // args.batch)  # whole batches, at least --spans spans
     store = tmp / "spans.db"
-    port = free_port()
-    command = [sys.executable, "-m", "tracer.cli", "collect", "--port", str(port)]
-    proc = subprocess.Popen([*command, "--store", str(store)], stderr=subprocess.DEVNULL)
+    proc, port = start_collector(store, live=False)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
         sampler = Collector(proc.pid)
         senders = Senders(
             f"http://127.0.0.1:{port}/v1/traces", template, marker, batches, args.batch
@@ -229,6 +245,103 @@ def run_collector(args: argparse.Namespace, tmp: Path) -> None:
     )
     ok = rates[-1] >= 0.8 * rates[0] and lost == 0 and not senders.failed
     print(f"target: last window >= 80% of the first, none lost: {'PASS' if ok else 'FAIL'}")
+
+
+def _attributed(port: int, deadline_s: float = 10.0) -> tuple[int, int]:
+    """Traces the live side attributed and pending, once attribution is idle (or after
+    ``deadline_s``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    last = -1
+    end = time.monotonic() + deadline_s
+    while True:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        got = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        done = int(
+            sum(v for (n, _), v in got.items() if n == "hoptrace_live_traces_attributed_total")
+        )
+        pending = int(got.get(("hoptrace_live_pending_traces", ()), 0))
+        if done == last or time.monotonic() > end:
+            return done, pending
+        last = done
+        time.sleep(1.5)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(c) for c in text.split()]
+
+
+def compare_live(args: argparse.Namespace, tmp: Path) -> None:
+    """Ingest with live metrics on and off, interleaved."""
+    template, marker = make_batch(args.batch)
+    batches = -(-args.spans // args.batch)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    cpu_us: dict[bool, list[float]] = {False: [], True: []}  # the receiver's, per span
+    live_cpu_us: list[float] = []  # the attribution process's, per span
+    attributed: list[tuple[int, int]] = []
+    for rep in range(args.repeat):
+        for live in (False, True) if rep % 2 == 0 else (True, False):
+            store = tmp / f"live-{rep}-{int(live)}.db"
+            proc, port = start_collector(store, live)
+            try:
+                senders = Senders(
+                    f"http://127.0.0.1:{port}/v1/traces", template, marker, batches, args.batch
+                )
+                workers = _children(proc.pid)
+                cpu0 = _cpu_s(proc.pid)
+                live0 = sum(map(_cpu_s, workers))
+                start = time.perf_counter()
+                senders.run(args.senders)
+                rates[live].append(batches * args.batch / (time.perf_counter() - start))
+                cpu_us[live].append((_cpu_s(proc.pid) - cpu0) / (batches * args.batch) * 1e6)
+                if live:
+                    attributed.append(_attributed(port))
+                    live_s = sum(map(_cpu_s, workers)) - live0
+                    live_cpu_us.append(live_s / (batches * args.batch) * 1e6)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+            store.unlink(missing_ok=True)
+    traces_per_run = batches * args.batch // 11  # the template's traces are 11 spans each
+    print(
+        f"ingest, {batches * args.batch:,} spans a run in batches of {args.batch}, "
+        f"{args.senders} senders, {args.repeat} interleaved runs a side:"
+    )
+    for live in (False, True):
+        r = rates[live]
+        print(
+            f"  live metrics {'on ' if live else 'off'}: median {statistics.median(r):>9,.0f} spans/s "
+            f"(min {min(r):,.0f}, max {max(r):,.0f})"
+        )
+    for live in (False, True):
+        c = cpu_us[live]
+        print(
+            f"  receiver CPU per span, live {'on ' if live else 'off'}: median "
+            f"{statistics.median(c):.1f} us (min {min(c):.1f}, max {max(c):.1f})"
+        )
+    print(
+        f"  attribution process CPU per span: median {statistics.median(live_cpu_us):.1f} us "
+        f"(min {min(live_cpu_us):.1f}, max {max(live_cpu_us):.1f}; runs at nice 10)"
+    )
+    pairs = [on / off for on, off in zip(rates[True], rates[False], strict=True)]
+    ratio = statistics.median(rates[True]) / statistics.median(rates[False])
+    print(f"  on / off: {ratio:.2f}x (medians); pairs: {', '.join(f'{p:.2f}' for p in pairs)}")
+    for done, pending in attributed:
+        print(
+            f"  live side attributed {done:,} of ~{traces_per_run:,} traces ({pending} still pending)"
+        )
+    print(f"target: live metrics on >= 0.9x the rate without: {'PASS' if ratio >= 0.9 else 'FAIL'}")
 
 
 def _rows(first: int, n: int) -> list[tuple]:
@@ -292,8 +405,15 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=500_000)
     parser.add_argument("--skip-store", action="store_true", help="only the collector run")
     parser.add_argument("--store-only", action="store_true", help="only the store alone")
+    parser.add_argument(
+        "--live-metrics", action="store_true", help="ingest with live metrics on against off"
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="runs a side (--live-metrics)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        if args.live_metrics:
+            compare_live(args, Path(tmp))
+            return
         if not args.store_only:
             run_collector(args, Path(tmp))
         if not args.skip_store:

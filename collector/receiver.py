@@ -52,6 +52,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.content import ContentFilter
 from collector.decode import Decoded, RequestError, decode_body
+from collector.live import PATHS as LIVE_PATHS
+from collector.live import LiveMetrics, live_metrics_on
+from collector.live import answer as answer_live
 from collector.logs import LOGS_PATH, decode_logs_body, logs_reply
 from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
 from collector.store import SpanStore
@@ -85,6 +88,12 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+#: The counts /healthz gives, in its order.
+_COUNTS = """spans_stored spans_rejected requests_rejected requests_refused requests_abandoned
+requests_too_slow keep_content content_attributes_dropped spans_dropped_by_senders
+log_records_stored log_records_rejected log_records_without_span""".split()
+
+
 class _Request:
     """What the event loop knows of one export request while it is in flight."""
 
@@ -114,6 +123,11 @@ class OtlpReceiver:
         min_body_rate: bytes a second a body must average after ``body_timeout_s``;
             a slower one is answered 408 and its memory given back, so uploads that
             trickle in cannot hold the collector (default 32 KiB/s after 10 s).
+        live_metrics: attribute traces as they complete and serve ``GET /metrics``
+            and ``GET /live`` (:mod:`collector.live`); None reads
+            ``$HOPTRACE_LIVE_METRICS`` (off when unset).
+        otlp_metrics_endpoint: with live metrics, also push them by OTLP/HTTP here
+            (None reads ``$HOPTRACE_OTLP_METRICS_ENDPOINT``).
 
     Raises:
         ValueError: ``max_body_bytes`` is not positive, ``token`` is empty, or
@@ -131,6 +145,8 @@ class OtlpReceiver:
         max_memory: int | str | None = None,
         body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
+        live_metrics: bool | None = None,
+        otlp_metrics_endpoint: str | None = None,
     ):
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
@@ -160,7 +176,10 @@ class OtlpReceiver:
         self._content = None if keep_content else ContentFilter()
         self.budget = MemoryBudget(limit)
         self._decoder = ThreadPoolExecutor(1, thread_name_prefix="hoptrace-decode")
-        self._writer = Writer(store)
+        self.live: LiveMetrics | None = None
+        if live_metrics_on(live_metrics):
+            self.live = LiveMetrics(otlp_metrics_endpoint=otlp_metrics_endpoint)
+        self._writer = Writer(store, None if self.live is None else self.live.offer)
         self._closing = False
         self.spans_stored = 0
         self.spans_rejected = 0
@@ -187,6 +206,8 @@ class OtlpReceiver:
         self.begin_shutdown()
         self._decoder.shutdown(wait=True, cancel_futures=True)
         self._writer.close()
+        if self.live is not None:
+            self.live.close()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -206,6 +227,12 @@ class OtlpReceiver:
                 if method != "GET":
                     raise RequestError(405, f"{path} takes GET")
                 await _respond(send, 200, "application/json", orjson.dumps(self.health()))
+                return
+            if path in LIVE_PATHS:
+                self._check_token({k.lower(): v for k, v in scope["headers"]})
+                query = scope.get("query_string", b"")
+                reply = await answer_live(self.live, path, method, query, self.health())
+                await _respond(send, *reply)
                 return
             if path not in ("/v1/traces", LOGS_PATH):
                 raise RequestError(
@@ -243,18 +270,7 @@ class OtlpReceiver:
         return {
             "status": "stopping" if self._closing else "ok",
             "auth": self._token is not None,
-            "spans_stored": self.spans_stored,
-            "spans_rejected": self.spans_rejected,
-            "requests_rejected": self.requests_rejected,
-            "requests_refused": self.requests_refused,
-            "requests_abandoned": self.requests_abandoned,
-            "requests_too_slow": self.requests_too_slow,
-            "keep_content": self.keep_content,
-            "content_attributes_dropped": self.content_attributes_dropped,
-            "spans_dropped_by_senders": self.spans_dropped_by_senders,
-            "log_records_stored": self.log_records_stored,
-            "log_records_rejected": self.log_records_rejected,
-            "log_records_without_span": self.log_records_without_span,
+            **{name: getattr(self, name) for name in _COUNTS},
             "max_memory_bytes": self.budget.limit_bytes,
             "in_flight_bytes": self.budget.in_flight_bytes,
             "peak_in_flight_bytes": self.budget.peak_bytes,
@@ -262,11 +278,7 @@ class OtlpReceiver:
 
     async def _export(self, scope: Scope, receive: Receive, send: Send, request: _Request) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if self._token is not None:
-            given = headers.get("authorization", "")
-            expected = b"Bearer " + self._token
-            if not hmac.compare_digest(given.encode("latin-1"), expected):
-                raise RequestError(401, "missing or wrong bearer token in Authorization header")
+        self._check_token({k.encode("latin-1"): v.encode("latin-1") for k, v in headers.items()})
         ctype = headers.get("content-type", "").split(";")[0].strip().lower()
         if ctype in _PROTO_TYPES:
             is_json = False
@@ -422,6 +434,13 @@ class OtlpReceiver:
                     if request.ticket is not None:
                         request.ticket.abandon()
                 return
+
+    def _check_token(self, headers: dict[bytes, bytes]) -> None:
+        """401 unless the request carries the token (when one is set)."""
+        if self._token is not None:
+            given = headers.get(b"authorization", b"")
+            if not hmac.compare_digest(given, b"Bearer " + self._token):
+                raise RequestError(401, "missing or wrong bearer token in Authorization header")
 
     def _full(self) -> RequestError:
         return RequestError(

@@ -104,13 +104,17 @@ def serve(
     max_memory: int | str | None = None,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     min_body_rate: int = DEFAULT_MIN_BODY_RATE,
+    live_metrics: bool | None = None,
+    otlp_metrics_endpoint: str | None = None,
 ) -> dict[str, object]:
     """Receive OTLP/HTTP on ``host:port`` into the store until SIGTERM or SIGINT.
 
     Prompt and completion attributes are dropped before spans are stored unless
     ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold,
     ``body_timeout_s`` and ``min_body_rate`` how slowly a body may come (see
-    :class:`OtlpReceiver`). Returns the receiver's final counts (its /healthz).
+    :class:`OtlpReceiver`), ``live_metrics`` turns on ``GET /metrics`` (and
+    ``otlp_metrics_endpoint`` their OTLP push; :mod:`collector.live`). Returns the
+    receiver's final counts (its /healthz).
 
     Raises:
         ReceiverError: the port could not be bound.
@@ -126,6 +130,8 @@ def serve(
             max_memory=max_memory,
             body_timeout_s=body_timeout_s,
             min_body_rate=min_body_rate,
+            live_metrics=live_metrics,
+            otlp_metrics_endpoint=otlp_metrics_endpoint,
         )
     except BaseException:
         store.close()
@@ -158,7 +164,8 @@ class BackgroundCollector:
 
     ``keep_content=True`` stores prompt and completion attributes too; by default they
     are dropped. ``max_memory`` bounds what requests in flight hold (see
-    :class:`OtlpReceiver`).
+    :class:`OtlpReceiver`); ``live_metrics`` serves ``GET /metrics`` (see
+    :mod:`collector.live`).
     """
 
     def __init__(
@@ -173,6 +180,8 @@ class BackgroundCollector:
         max_memory: int | str | None = None,
         body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
+        live_metrics: bool | None = None,
+        otlp_metrics_endpoint: str | None = None,
     ):
         self.host = host
         self.port = port or free_port(host)
@@ -187,6 +196,8 @@ class BackgroundCollector:
                 max_memory=max_memory,
                 body_timeout_s=body_timeout_s,
                 min_body_rate=min_body_rate,
+                live_metrics=live_metrics,
+                otlp_metrics_endpoint=otlp_metrics_endpoint,
             )
         except BaseException:
             self.store.close()

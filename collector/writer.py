@@ -15,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from collector.store import SpanStore
@@ -61,10 +62,12 @@ def _set_result(future: asyncio.Future[Any], result: Any) -> None:
 
 
 class Writer:
-    """The writer thread of ``store``; started at once."""
+    """The writer thread of ``store``; started at once. ``on_commit`` is given the rows
+    of every group committed (the live metrics' feed; it must not block)."""
 
-    def __init__(self, store: SpanStore):
+    def __init__(self, store: SpanStore, on_commit: Callable[[list[tuple]], None] | None = None):
         self._store = store
+        self._on_commit = on_commit
         self._queue: queue.SimpleQueue[Ticket | None] = queue.SimpleQueue()
         self._refuse_at: float | None = None
         self._thread = threading.Thread(target=self._run, name="hoptrace-writer", daemon=True)
@@ -133,7 +136,8 @@ class Writer:
             except Exception as exc:  # each waiting request answers 503
                 _logger.error("could not store %d spans: %s", len(rows), exc)
                 result = exc
-        del rows
         for ticket in group:
             ticket.settle(len(ticket.rows) if isinstance(result, int) else result)
             ticket.rows = []
+        if rows and isinstance(result, int) and self._on_commit is not None:
+            self._on_commit(rows)  # after the answers: the live metrics wait, ingest does not

@@ -90,8 +90,9 @@ class Chain:
         otlp_endpoint: str | None = None,
         protocol: str = "http/json",
         env: dict[str, str] | None = None,
+        live_metrics: bool = False,
     ):
-        self.collector = BackgroundCollector(store_path, port=otlp_port)
+        self.collector = BackgroundCollector(store_path, port=otlp_port, live_metrics=live_metrics)
         self.profile = profile
         self.api_key = api_key
         self.ports = {name: free_port() for name in ("gateway", "app", "model")}

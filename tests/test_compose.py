@@ -32,13 +32,17 @@ def test_services_export_to_the_collectors_otlp_http_receiver():
         assert _arg(services[name]["command"], "--host") == "0.0.0.0"
 
 
-def test_collector_exports_to_jaeger_and_to_a_mounted_file():
+def test_collector_exports_to_jaeger_a_mounted_file_and_the_hoptrace_collector():
     services, config = _load()
     jaeger = config["exporters"]["otlp/jaeger"]["endpoint"]
     assert jaeger == "jaeger:4317" and "jaeger" in services
     assert config["exporters"]["otlp/jaeger"]["tls"]["insecure"] is True
     pipeline = config["service"]["pipelines"]["traces"]
-    assert set(pipeline["exporters"]) == {"otlp/jaeger", "file"}
+    assert set(pipeline["exporters"]) == {"otlp/jaeger", "file", "otlphttp/hoptrace"}
+    hoptrace = urlparse(config["exporters"]["otlphttp/hoptrace"]["endpoint"])
+    command = services["hoptrace-collector"]["command"]
+    assert hoptrace.hostname == "hoptrace-collector"
+    assert str(hoptrace.port) == _arg(command, "--port") and _arg(command, "--host") == "0.0.0.0"
     assert pipeline["receivers"] == ["otlp"]
     file_dir = str(Path(config["exporters"]["file"]["path"]).parent)
     volumes = services["otel-collector"]["volumes"]

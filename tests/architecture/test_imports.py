@@ -115,6 +115,7 @@ def test_the_cli_command_modules_import_only_the_shared_module_of_the_cli():
         "tracer.cli.bench",
         "tracer.cli.collect",
         "tracer.cli.demo",
+        "tracer.cli.top",
     ):
         assert {m for m in graph[name] if m.startswith("tracer.cli")} <= {"tracer.cli._common"}
     assert not any(

@@ -1,7 +1,7 @@
 """The ``hoptrace`` command line.
 
 One module per command group (``analysis``: analyze, whatif, compare, report, check;
-``runs``; ``collect``; ``bench``; ``demo``: demo and serve), the options and output
+``runs``; ``collect``; ``bench``; ``demo``: demo and serve; ``top``), the options and output
 dispatch they share in ``_common``. Imports run one way: this module imports the command
 modules, they import ``_common``, and nothing imports this module back.
 
@@ -16,7 +16,7 @@ import click
 
 from tracer._errors import HoptraceError
 from tracer._terminal import printable
-from tracer.cli import analysis, bench, collect, demo, runs
+from tracer.cli import analysis, bench, collect, demo, runs, top
 
 __all__ = ["main"]
 
@@ -44,6 +44,6 @@ def main() -> None:
     """
 
 
-for _module in (analysis, runs, collect, bench, demo):
+for _module in (analysis, runs, collect, bench, demo, top):
     for _command in _module.COMMANDS:
         main.add_command(_command)

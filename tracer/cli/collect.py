@@ -79,6 +79,22 @@ def is_loopback(host: str) -> bool:
     help="Store the prompt and completion attributes GenAI instrumentations record "
     "(dropped at ingest by default) [env: HOPTRACE_KEEP_CONTENT=true].",
 )
+@click.option(
+    "--live-metrics/--no-live-metrics",
+    default=True,
+    show_default=True,
+    envvar="HOPTRACE_LIVE_METRICS",
+    help="Attribute traces as they complete and serve GET /metrics (Prometheus) and "
+    "GET /live (hoptrace top) [env: HOPTRACE_LIVE_METRICS].",
+)
+@click.option(
+    "--otlp-metrics",
+    "otlp_metrics",
+    envvar="HOPTRACE_OTLP_METRICS_ENDPOINT",
+    metavar="URL",
+    help="Also push the live metrics by OTLP/HTTP to URL (e.g. http://127.0.0.1:4318) "
+    "[env: HOPTRACE_OTLP_METRICS_ENDPOINT].",
+)
 def collect(
     host: str,
     port: int,
@@ -89,6 +105,8 @@ def collect(
     body_timeout: float,
     min_body_rate: str,
     keep_content: bool,
+    live_metrics: bool,
+    otlp_metrics: str | None,
 ) -> None:
     """Run the embedded OTLP/HTTP receiver (POST /v1/traces; POST /v1/logs for the
     events of spans sent as log records) into a span store.
@@ -121,6 +139,12 @@ def collect(
     rate = parse_size(min_body_rate, "--min-body-rate")
     if not body_timeout > 0 or rate <= 0:
         raise ConfigError("--body-timeout and --min-body-rate must be positive")
+    if otlp_metrics and not live_metrics:
+        raise ConfigError("--otlp-metrics needs the live metrics; drop --no-live-metrics")
+    if otlp_metrics and not otlp_metrics.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"--otlp-metrics must be an http:// or https:// URL, got {otlp_metrics!r}"
+        )
     path = Path(store) if store else default_store_path()
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
     auth = (
@@ -134,7 +158,15 @@ def collect(
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
         f"  authentication: {auth}\n"
         f"  prompt and completion attributes: {content}\n"
-        f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory); a body "
+        + (
+            f"  live metrics: http://{host}:{port}/metrics (hoptrace top --collector "
+            f"http://{host}:{port})"
+            + (f", pushed by OTLP to {otlp_metrics}" if otlp_metrics else "")
+            + "\n"
+            if live_metrics
+            else "  live metrics: off (--live-metrics turns them on)\n"
+        )
+        + f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory); a body "
         f"slower than {rate} bytes/s after {body_timeout:g} s gets 408\n"
         "  Ctrl-C or SIGTERM to stop",
         err=True,
@@ -149,6 +181,8 @@ def collect(
         max_memory=limit,
         body_timeout_s=body_timeout,
         min_body_rate=rate,
+        live_metrics=live_metrics,
+        otlp_metrics_endpoint=otlp_metrics,
     )
     click.echo(
         f"hoptrace collector: stopped; {final['spans_stored']} spans stored, "

@@ -134,6 +134,13 @@ def demo(
     help="An OpenAI-compatible base URL to use instead of the "
     "simulated model (vLLM, llama.cpp, Ollama), e.g. http://127.0.0.1:8080/v1",
 )
+@click.option(
+    "--live-metrics/--no-live-metrics",
+    default=True,
+    show_default=True,
+    help="Attribute traces as they complete and serve GET /metrics (Prometheus) and "
+    "GET /live (hoptrace top) on the collector's port.",
+)
 def serve(
     port: int,
     otlp_port: int,
@@ -144,6 +151,7 @@ def serve(
     store: str | None,
     max_concurrency: int,
     upstream: str | None,
+    live_metrics: bool,
 ) -> None:
     """Start the traced chain and the collector, and stay up until Ctrl-C."""
     from collector import default_store_path
@@ -163,13 +171,20 @@ def serve(
         otlp_port=otlp_port,
         upstream=upstream,
         max_concurrency=max_concurrency,
+        live_metrics=live_metrics,
     )
     chain.use_port("gateway", port)
     with stop_on_signals(), chain:
         click.echo(
             f"OpenAI base URL:  {chain.base_url}\nAPI key:          {api_key}\n"
             f"OTLP collector:   {chain.collector.endpoint} (store {store_path})\n"
-            "Ctrl-C to stop",
+            + (
+                f"Live metrics:     {chain.collector.endpoint}/metrics (hoptrace top "
+                f"--collector {chain.collector.endpoint})\n"
+                if live_metrics
+                else ""
+            )
+            + "Ctrl-C to stop",
             err=True,
         )
         try:
