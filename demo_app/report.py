@@ -131,6 +131,17 @@ def demo_page(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> rende
         analysis=result.candidate,
         whatif=result.projection,
         comparison=result.comparison,
-        waterfalls=exemplar_waterfalls(result.candidate, result.candidate_traces),
+        # The candidate's exemplars as measured, and the baseline's P50 exemplar as the
+        # what-if projects it (drawn in the what-if view).
+        waterfalls=exemplar_waterfalls(result.candidate, result.candidate_traces)
+        + [
+            wf
+            for wf in exemplar_waterfalls(
+                result.baseline,
+                result.baseline_traces,
+                projection=(result.projection.stage, result.projection.speedup),
+            )
+            if wf.note
+        ],
         jaeger_url=jaeger_url,
     )

@@ -105,14 +105,14 @@ def _analyze(
     return result
 
 
-def _waterfalls(result: Any, traces: Any, smap: Any, sources: tuple[str, ...]) -> Any:
-    """The exemplar waterfalls; when the analysis streamed (no traces kept), the
-    exemplar traces are read again from ``sources``."""
+def _waterfalls(result: Any, traces: Any, smap: Any, sources: Any, w: Any = None) -> Any:
+    """The exemplar waterfalls (and with the what-if ``w``, the P50 one projected); when
+    the analysis streamed (no traces kept), the exemplar traces are read again."""
     from tracer.analysis import exemplar_traces, exemplar_waterfalls
 
     if traces is None:
         traces = exemplar_traces(sources, result)
-    return exemplar_waterfalls(result, traces, smap)
+    return exemplar_waterfalls(result, traces, smap, w and (w.stage, w.speedup))
 
 
 def _report(
@@ -124,7 +124,7 @@ def _report(
         title=f"Where the time goes: {result.traces} traces",
         source=source_label(sources),
         analysis=result,
-        waterfalls=_waterfalls(result, traces, smap, sources),
+        waterfalls=_waterfalls(result, traces, smap, sources, views.get("whatif")),
         jaeger_url=jaeger_url,
         **views,
     )
