@@ -122,7 +122,7 @@ def run_demo(
     warmup: int = 8,
     concurrency: int = 8,
     speedup: float = 100.0,
-    profile: str = "seed",
+    profile: str = "wan",
     stream: bool = True,
     progress: Progress | None = None,
     overhead: bool = True,

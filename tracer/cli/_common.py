@@ -18,20 +18,29 @@ import click
 from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 from tracer._terminal import printable
-from tracer.cli._options import load_options
+from tracer.cli._options import (
+    count,
+    finite_positive,
+    load_options,
+    positive_count,
+    store_option,
+)
 
 __all__ = [
     "FORMATS",
     "Selection",
     "busy",
+    "count",
     "emit",
     "engine_options",
+    "finite_positive",
     "format_option",
     "group_by_option",
     "jaeger_option",
     "load_options",
     "no_match",
     "parse_prices",
+    "positive_count",
     "render_as",
     "source_label",
     "source_options",
@@ -281,11 +290,6 @@ def source_label(sources: tuple[str, ...]) -> str:
     return ", ".join(map(shown, sources)) if sources else "the default span store"
 
 
-store_option = click.option(
-    "--store",
-    type=click.Path(dir_okay=False),
-    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
-)
 split_option = click.option(
     "--split-by",
     "split_by",

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["load_options"]
+from tracer._errors import ConfigError
+
+__all__ = ["count", "finite_positive", "load_options", "positive_count", "store_option"]
 
 
 def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,3 +56,45 @@ _LOAD_OPTIONS = [
         help="For --model load: host CPU per request [default: from the bench's traces].",
     ),
 ]
+
+
+def _store_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--store`` whose folder does not exist is an error, not a folder made."""
+    folder = Path(value).expanduser().parent if value else None
+    if folder is not None and not folder.is_dir():
+        raise ConfigError(
+            f"--store {value!r}: the folder {str(folder)!r} does not exist; create it "
+            "first or give a path in an existing folder"
+        )
+    return value
+
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False),
+    callback=_store_folder,
+    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
+)
+
+
+def finite_positive(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    """An option's callback: a number that must be finite and above 0 (a speedup)."""
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{param.opts[0]} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def positive_count(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """An option's callback: a whole number of at least 1 (requests, clients)."""
+    if value is not None and value < 1:
+        raise ConfigError(f"{param.opts[0]} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def count(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """An option's callback: a whole number of at least 0 (warm-up requests)."""
+    if value is not None and value < 0:
+        raise ConfigError(f"{param.opts[0]} must be a whole number of at least 0, got {value!r}")
+    return value
