@@ -19,10 +19,12 @@ from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 from tracer._terminal import printable
 from tracer.cli._options import (
+    check_format_option,
     count,
     finite_positive,
     load_options,
     positive_count,
+    price_option,
     store_option,
 )
 
@@ -30,6 +32,7 @@ __all__ = [
     "FORMATS",
     "Selection",
     "busy",
+    "check_format_option",
     "count",
     "emit",
     "engine_options",
@@ -41,6 +44,7 @@ __all__ = [
     "no_match",
     "parse_prices",
     "positive_count",
+    "price_option",
     "render_as",
     "source_label",
     "source_options",
@@ -302,6 +306,8 @@ group_by_option = click.option(
     type=click.Choice(("stage", "service", "operation")),
     default="stage",
     show_default=True,
+    help="What the time is broken down by: stage (client, gateway, ... inference), the "
+    "service that ran it, or the span's operation name.",
 )
 
 

@@ -11,7 +11,15 @@ import click
 
 from tracer._errors import ConfigError
 
-__all__ = ["count", "finite_positive", "load_options", "positive_count", "store_option"]
+__all__ = [
+    "check_format_option",
+    "count",
+    "finite_positive",
+    "price_option",
+    "load_options",
+    "positive_count",
+    "store_option",
+]
 
 
 def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -98,3 +106,35 @@ def count(ctx: click.Context, param: click.Parameter, value: int | None) -> int 
     if value is not None and value < 0:
         raise ConfigError(f"{param.opts[0]} must be a whole number of at least 0, got {value!r}")
     return value
+
+
+#: ``--price``: tokens priced per 1,000 (analyze, and the report's Tokens card).
+price_option = click.option(
+    "--price",
+    multiple=True,
+    metavar="MODEL=IN:OUT",
+    help="Price per 1,000 input and output tokens; MODEL may be '*'. Adds the cost per request.",
+)
+
+
+def _table_or_json(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``check --format``: table or json, as every command says; ``text`` (its old
+    name for table) still taken."""
+    value = value.lower()
+    if value == "text":
+        return "table"
+    if value not in ("table", "json"):
+        raise ConfigError(f"--format must be table or json, got {value!r}")
+    return value
+
+
+#: ``check --format``: the one vocabulary (table, json) of every command.
+check_format_option = click.option(
+    "--format",
+    "fmt",
+    default="table",
+    show_default=True,
+    metavar="[table|json]",
+    callback=_table_or_json,
+    help="table: one PASS or FAIL line per limit; json: the same as objects.",
+)

@@ -11,6 +11,7 @@ from tracer._errors import ConfigError, HoptraceError
 from tracer.cli._common import (
     Selection,
     busy,
+    check_format_option,
     emit,
     format_option,
     group_by_option,
@@ -18,6 +19,7 @@ from tracer.cli._common import (
     load_options,
     no_match,
     parse_prices,
+    price_option,
     render_as,
     source_label,
     source_options,
@@ -140,12 +142,7 @@ def _split_analysis(result: Any, attribute: str | None, group_by: str) -> Any:
 @click.command()
 @click.argument("sources", nargs=-1)
 @group_by_option
-@click.option(
-    "--price",
-    multiple=True,
-    metavar="MODEL=IN:OUT",
-    help="Price per 1,000 input and output tokens; MODEL may be '*'.",
-)
+@price_option
 @click.option(
     "--slo",
     metavar="METRIC=LIMIT[,...]",
@@ -382,6 +379,7 @@ def compare(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
+@price_option
 @split_option
 @jaeger_option
 @source_options
@@ -392,6 +390,7 @@ def report(
     whatif_stage: str | None,
     speedup: float | None,
     baseline: str | None,
+    price: tuple[str, ...],
     split_by: str | None,
     jaeger_url: str,
     selection: Selection,
@@ -414,7 +413,7 @@ def report(
     result, traces = _analyze(
         sources, selection, group_by, smap, split_by=split_by, projection=projection
     )
-    views: dict[str, Any] = {}
+    views: dict[str, Any] = {"prices": parse_prices(price)}
     if projection is not None:
         views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
     if baseline is not None:
@@ -438,13 +437,7 @@ def report(
     help="TOML file of limits: [e2e], [ttft], [stage.NAME] with p50_ms, p90_ms, p99_ms, "
     "share_max, tail_share_max.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("text", "json")),
-    default="text",
-    show_default=True,
-)
+@check_format_option
 @split_option
 @source_options
 def check(

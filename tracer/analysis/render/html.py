@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
+from tracer.analysis.cost import Prices
 from tracer.analysis.render.bench import bench_sections
 from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
 from tracer.analysis.render.sections import (
     SUB_MARK,
     Section,
+    analysis_sections,
     comparison_sections,
     fmt_ms,
     groups_section,
@@ -70,6 +72,8 @@ class Report:
     split: Split[Analysis] | None = None
     waterfalls: list[Waterfall] = field(default_factory=list)
     jaeger_url: str = DEFAULT_JAEGER_URL
+    #: token prices per 1,000 (``--price``): the Tokens lines add the cost per request
+    prices: Prices = field(default_factory=dict)
     generated_at: _dt.datetime = field(default_factory=_now)
 
 
@@ -189,7 +193,7 @@ def _stats_row(label: str, s: Stats) -> str:
     )
 
 
-def _percentile_card(a: Analysis) -> str:
+def _percentile_card(a: Analysis, prices: Prices) -> str:
     totals = [_stats_row("end-to-end", a.e2e)]
     if a.ttft is not None:
         totals.append(_stats_row("time to first token (client)", a.ttft))
@@ -204,6 +208,11 @@ def _percentile_card(a: Analysis) -> str:
         + "".join(totals)
         + "</table>"
         + ("" if hops is None else "<h2>Network hops</h2>" + _table(hops, "hops"))
+        + "".join(
+            '<h2>Tokens</h2><div id="tokens">' + _notes(s.notes) + "</div>"
+            for s in analysis_sections(a, prices)
+            if s.title == "Tokens"
+        )
         + "</section>"
     )
 
@@ -358,7 +367,7 @@ def to_html(report: Report) -> str:
         body.append(_share_card(report.analysis))
         if report.split is not None:
             body.append(_split_card(report.split))
-        body.append(_percentile_card(report.analysis))
+        body.append(_percentile_card(report.analysis, report.prices))
     for i, wf in enumerate(measured):
         body.append(_waterfall_card(wf, i, report.jaeger_url))
     if report.analysis is not None:
