@@ -315,10 +315,11 @@ def jaeger_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--jaeger-url`` (env ``HOPTRACE_JAEGER_URL``), for the reports' trace links."""
     return click.option(
         "--jaeger-url",
-        default=DEFAULT_JAEGER_URL,
-        show_default=True,
+        default="",
         envvar="HOPTRACE_JAEGER_URL",
-        help="Jaeger UI base URL for the reports' trace links.",
+        metavar="URL",
+        help=f"Jaeger UI base URL (e.g. {DEFAULT_JAEGER_URL}) the reports link trace ids "
+        "to; without it, only a Jaeger source gets links [env: HOPTRACE_JAEGER_URL].",
     )(func)
 
 

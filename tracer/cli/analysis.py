@@ -326,9 +326,11 @@ def compare(
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage.
 
-    Two runs of one source: give it twice, each side with its run, e.g.
-    hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run
-    '*:candidate'. The source options select the traces of both sides.
+    Two runs of one source: give it twice, each side with its run. The source options
+    select the traces of both sides.
+
+    \b
+      hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run '*:candidate'
     """
     from dataclasses import replace
 

@@ -23,15 +23,16 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices
 from tracer.analysis.render.bench import bench_sections
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.render.links import trace_url
 from tracer.analysis.render.sections import (
-    SUB_MARK,
     Section,
     analysis_sections,
     comparison_sections,
     fmt_ms,
     groups_section,
     hops_section,
+    row_name,
+    shown_groups,
     warnings_note,
     whatif_sections,
 )
@@ -71,7 +72,8 @@ class Report:
     bench: BenchResult | None = None
     split: Split[Analysis] | None = None
     waterfalls: list[Waterfall] = field(default_factory=list)
-    jaeger_url: str = DEFAULT_JAEGER_URL
+    #: the Jaeger UI the trace ids link to (none: no links)
+    jaeger_url: str = ""
     #: token prices per 1,000 (``--price``): the Tokens lines add the cost per request
     prices: Prices = field(default_factory=dict)
     generated_at: _dt.datetime = field(default_factory=_now)
@@ -115,7 +117,7 @@ def _table(section: Section, table_id: str, swatches: bool | Collection[str] = F
     rows = []
     for row in section.rows:
         first = escape(row[0])
-        name = row[0].removeprefix(SUB_MARK)
+        name = row_name(row[0])
         if swatches is True or (not isinstance(swatches, bool) and name in swatches):
             colour = stage_colour(name)
             first = f'<i class="swatch" style="background:{colour}"></i>{first}'
@@ -131,7 +133,8 @@ def _notes(notes: list[str], headline: bool = False) -> str:
 
 def _share_card(a: Analysis) -> str:
     # Stages in request order, sub-stages after their parent: the legends' order too.
-    ordered = canonical(a.groups, lambda g: g.name) if a.group_by == "stage" else list(a.groups)
+    by_stage = a.group_by == "stage"
+    ordered = canonical(shown_groups(a)[0], lambda g: g.name) if by_stage else list(a.groups)
     names = [g.name for g in ordered]
     bars = [
         (
