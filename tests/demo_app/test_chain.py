@@ -86,6 +86,22 @@ def test_chain_traces_are_complete_across_four_services(chain, stream):
     assert sum(g.share for g in result.groups) == pytest.approx(1.0)
 
 
+def test_readiness_checks_leave_no_trace_in_the_store(chain):
+    """The chain's own GET /docs checks (at start, and docker compose's healthcheck) and
+    the demo's settings calls are not traced: the store holds only the users' requests."""
+    for port in chain.ports.values():
+        assert httpx.get(f"http://127.0.0.1:{port}/docs", timeout=5).status_code == 200
+    chain.configure_model(failure_rate=0.0)
+    results = run_requests(
+        chain.base_url, chain.api_key, requests=1, concurrency=1, run="ready", stream=False
+    )
+    # The request's trace arrived whole, so every span the services ended before it
+    # (the checks above) has been exported too.
+    traces, _ = _complete(chain, {r.trace_id for r in results})
+    names = Counter(s.name for spans in traces.traces.values() for s in spans)
+    assert names and not [n for n in names if "/docs" in n or "/admin" in n], names
+
+
 def test_no_api_key_or_prompt_text_in_any_span(chain):
     from demo_app.client import PROMPT
 
