@@ -67,3 +67,25 @@ def test_demo_html_page(tmp_path):
     html = page.read_text()
     for part in ('id="whatif"', 'id="compare"', 'id="share-bars"', 'id="waterfall-0"'):
         assert part in html
+
+
+def test_the_readme_budget_example_passes_the_baseline_and_fails_the_candidate(tmp_path):
+    """The README's three commands as printed: the demo on its default (wan) profile,
+    then the example budget against each run."""
+    from pathlib import Path
+
+    budget = str(Path(__file__).resolve().parents[2] / "examples" / "budget-demo.toml")
+    store = str(tmp_path / "demo.db")
+    done = hoptrace(
+        "demo", "--requests", "12", "--warmup", "2", "--no-overhead", "--store", store,
+        timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    base = hoptrace("check", store, "--run", "*:baseline", "--budget", budget)
+    assert base.returncode == 0, base.stdout
+    assert base.stdout.count("PASS") == 7
+    cand = hoptrace("check", store, "--run", "*:candidate", "--budget", budget)
+    assert cand.returncode == 1, cand.stdout
+    assert [line.split()[1:3] for line in cand.stdout.splitlines() if line.startswith("FAIL")] == [
+        ["stage.network", "share_max"]
+    ]
