@@ -225,8 +225,13 @@ def _whatif_card(w: WhatIf, projected: list[Waterfall], jaeger_url: str) -> str:
     # before's); each piece is labelled with its share of its own bar's total, as the
     # share table below says.
     scale = w.after.p50 / w.before.p50 if w.before.p50 > 0 else 0.0
-    before = canonical(w.before_groups, lambda g: g[0])
+    # Sub-stages with no time before or after (an engine's unused queue) are left out,
+    # as in the tables.
     after = dict(w.after_groups)
+    before = canonical(
+        [(n, s) for n, s in w.before_groups if "." not in n or max(s, after.get(n, 0.0)) >= 0.0005],
+        lambda g: g[0],
+    )
     bars = [
         ("before", before, f"P50 {fmt_ms(w.before.p50)} ms"),
         (

@@ -233,8 +233,11 @@ def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
             parts.append(
                 f'<text x="{x - 5:.1f}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
             )
-        else:  # on the bar, past a critical stretch at its start
-            at = max([px(c1) for c0, c1 in row.critical if px(c0) - x < 3] + [x])
+        else:  # on the bar, past the critical stretches the text would cover
+            at = x
+            for c0, c1 in sorted(row.critical):
+                if px(c0) < at + _text_px(label) + 10 and px(c1) > at:
+                    at = px(c1)
             parts.append(
                 f'<text x="{at + 5:.1f}" y="{y + 14}" class="on-bar">{escape(label)}</text>'
             )
