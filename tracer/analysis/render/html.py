@@ -242,6 +242,13 @@ def _whatif_card(w: WhatIf, projected: list[Waterfall], jaeger_url: str) -> str:
     ]
     speed, shares = whatif_sections(w)[:2]
     drawn = "".join(_waterfall_body(wf, 100 + i, jaeger_url) for i, wf in enumerate(projected))
+    if drawn and w.model == "load":
+        drawn += _notes(
+            [
+                "The projected waterfall retimes this one trace on its own; the figures "
+                "above also count the queueing the change moves under the run's load."
+            ]
+        )
     return (
         f'<section class="card" id="whatif"><h2>{escape(speed.title)}</h2>'
         + _notes(speed.notes[:1], headline=True)
