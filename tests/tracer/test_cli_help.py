@@ -88,3 +88,15 @@ def test_report_price_adds_the_cost_per_request(tmp_path):
     assert done.returncode == 0, done.stderr
     # 1,000 input tokens at 1 and 500 output at 2 per 1,000: 2.0 per request.
     assert "cost: 2.000000 per request" in out.read_text()
+
+
+def test_compare_price_gives_each_sides_cost_per_request(tmp_path):
+    base, cand = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    t0 = 1_700_000_000 * 10**9
+    base.write_bytes(orjson.dumps(to_otlp_json(chain_trace("3" * 32, t0, tokens=(1000, 500)))))
+    cand.write_bytes(orjson.dumps(to_otlp_json(chain_trace("4" * 32, t0, tokens=(1000, 250)))))
+    done = hoptrace("compare", str(base), str(cand), "--price", "*=1:2")
+    assert done.returncode == 0, done.stderr
+    # 1,000 in at 1 and 500 (then 250) out at 2 per 1,000 tokens.
+    assert "cost per request: 2.000000 -> 1.500000" in done.stdout
+    assert "cost per request" not in hoptrace("compare", str(base), str(cand)).stdout

@@ -312,6 +312,7 @@ def whatif(
 @format_option
 @click.option("--baseline-run", metavar="PATTERN", help="The baseline's run (as --run).")
 @click.option("--candidate-run", metavar="PATTERN", help="The candidate's run (as --run).")
+@price_option
 @source_options
 def compare(
     baseline: str,
@@ -322,6 +323,7 @@ def compare(
     jaeger_url: str,
     baseline_run: str | None,
     candidate_run: str | None,
+    price: tuple[str, ...],
     selection: Selection,
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage.
@@ -337,7 +339,7 @@ def compare(
     from tracer.analysis import compare as diff
     from tracer.analysis import render
 
-    smap = selection.stage_map()
+    prices, smap = parse_prices(price), selection.stage_map()
     baselines = replace(selection, run=baseline_run or selection.run)
     before, _ = _analyze(
         (baseline,), baselines, group_by, smap, what="reading the baseline", note=False
@@ -351,7 +353,7 @@ def compare(
         fmt,
         output,
         lambda: render.comparison_dict(result),
-        lambda: render.comparison_sections(result),
+        lambda: render.comparison_sections(result, prices),
         lambda: render.Report(
             title=f"{candidate} against {baseline}",
             source=f"baseline {baseline}, candidate {candidate}",
@@ -360,6 +362,7 @@ def compare(
             # The candidate's exemplar traces, read again when it was streamed.
             waterfalls=_waterfalls(after, candidate_traces, smap, (candidate,)),
             jaeger_url=jaeger_url,
+            prices=prices,
         ),
     )
 

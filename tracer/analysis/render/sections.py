@@ -363,8 +363,9 @@ def _change(ratio: float) -> str:
     return f"{fmt_ratio(1 / ratio)} faster" if ratio < 1 else f"{fmt_ratio(ratio)} slower"
 
 
-def comparison_sections(c: Comparison) -> list[Section]:
-    """Sections for a baseline/candidate comparison."""
+def comparison_sections(c: Comparison, prices: Prices | None = None) -> list[Section]:
+    """Sections for a baseline/candidate comparison (with ``prices``, the cost per
+    request of each side)."""
     head = Section(
         f"Candidate ({c.candidate.traces} traces) against baseline ({c.baseline.traces} traces)",
         ["group", "baseline mean ms", "candidate mean ms", "delta mean", "delta P50", "delta P90"],
@@ -398,4 +399,7 @@ def comparison_sections(c: Comparison) -> list[Section]:
         head.notes.append(
             f"moved most: {c.moved_most.name} ({c.moved_most.delta_mean_ms:+,.1f} ms mean)"
         )
+    costs = [cost_per_request(a, prices or {}) for a in (c.baseline, c.candidate)]
+    if costs[0] is not None and costs[1] is not None:
+        head.notes.append(f"cost per request: {costs[0]:.6f} -> {costs[1]:.6f}")
     return [head]
