@@ -1,4 +1,5 @@
-"""The embedded OTLP/HTTP receiver: ``POST /v1/traces`` into a :class:`SpanStore`.
+"""The embedded OTLP/HTTP receiver: ``POST /v1/traces`` (and ``POST /v1/logs``, the
+events of spans: :mod:`collector.logs`) into a :class:`SpanStore`.
 
 It accepts OTLP protobuf (``application/x-protobuf``) and OTLP JSON
 (``application/json``), plain or gzip-encoded (every member), as the OpenTelemetry
@@ -51,6 +52,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from collector.content import ContentFilter
 from collector.decode import Decoded, RequestError, decode_body
+from collector.logs import LOGS_PATH, decode_logs_body, logs_reply
 from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
 from collector.store import SpanStore
 from collector.writer import ShuttingDown, Ticket, Writer
@@ -86,11 +88,12 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class _Request:
     """What the event loop knows of one export request while it is in flight."""
 
-    __slots__ = ("answered", "gone", "ticket")
+    __slots__ = ("answered", "gone", "logs", "ticket")
 
     def __init__(self) -> None:
         self.answered = False
         self.gone = False
+        self.logs = False  # a /v1/logs request
         self.ticket: Ticket | None = None
 
 
@@ -167,6 +170,9 @@ class OtlpReceiver:
         self.requests_too_slow = 0
         self.content_attributes_dropped = 0
         self.spans_dropped_by_senders = 0
+        self.log_records_stored = 0
+        self.log_records_rejected = 0
+        self.log_records_without_span = 0
         self._unexpected_logged = False
 
     def begin_shutdown(self) -> None:
@@ -201,10 +207,13 @@ class OtlpReceiver:
                     raise RequestError(405, f"{path} takes GET")
                 await _respond(send, 200, "application/json", orjson.dumps(self.health()))
                 return
-            if path != "/v1/traces":
-                raise RequestError(404, f"no such endpoint {path!r}; send traces to /v1/traces")
+            if path not in ("/v1/traces", LOGS_PATH):
+                raise RequestError(
+                    404, f"no such endpoint {path!r}; send traces to /v1/traces, logs to /v1/logs"
+                )
             if method != "POST":
-                raise RequestError(405, "/v1/traces takes POST")
+                raise RequestError(405, f"{path} takes POST")
+            request.logs = path == LOGS_PATH
             await self._export(scope, receive, send, request)
         except RequestError as bad:
             if request.gone:
@@ -243,6 +252,9 @@ class OtlpReceiver:
             "keep_content": self.keep_content,
             "content_attributes_dropped": self.content_attributes_dropped,
             "spans_dropped_by_senders": self.spans_dropped_by_senders,
+            "log_records_stored": self.log_records_stored,
+            "log_records_rejected": self.log_records_rejected,
+            "log_records_without_span": self.log_records_without_span,
             "max_memory_bytes": self.budget.limit_bytes,
             "in_flight_bytes": self.budget.in_flight_bytes,
             "peak_in_flight_bytes": self.budget.peak_bytes,
@@ -324,6 +336,17 @@ class OtlpReceiver:
         if self._closing:
             raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
         try:
+            if request.logs:
+                decoded, without_span = decode_logs_body(
+                    box,
+                    is_json=is_json,
+                    gzipped=gzipped,
+                    max_body_bytes=self.max_body_bytes,
+                    keep_content=self.keep_content,
+                    grow=lambda size: reservation.grow_to(request_cost(size, kind)),
+                )
+                self.log_records_without_span += without_span
+                return decoded
             return decode_body(
                 box,
                 is_json=is_json,
@@ -361,13 +384,21 @@ class OtlpReceiver:
                 raise RequestError(503, "the collector is shutting down", RETRY_AFTER_S)
             if isinstance(result, BaseException):
                 raise RequestError(503, f"store unavailable: {result}", RETRY_AFTER_S)
-            self.spans_stored += result
+            if request.logs:
+                self.log_records_stored += result
+            else:
+                self.spans_stored += result
         self.content_attributes_dropped += decoded.content_dropped
         self.spans_dropped_by_senders += decoded.sender_dropped
         rejected = decoded.rejections.count
+        request.answered = True
+        if request.logs:
+            self.log_records_rejected += rejected
+            ctype, body = logs_reply(is_json, decoded.rejections)
+            await _respond(send, 200, ctype, body)
+            return
         self.spans_rejected += rejected
         message = decoded.rejections.message() if rejected else ""
-        request.answered = True
         if is_json:
             reply: dict[str, Any] = {}
             if rejected:

@@ -27,11 +27,28 @@ from pathlib import Path
 
 import orjson
 
+from collector._events import (
+    EVENT_ROW_FIELDS,
+    EVENTS_SCHEMA,
+    INSERT_EVENT,
+    Events,
+    event_row,
+    read_events,
+)
+from collector._recent import RecentKeys
 from tracer._errors import SourceError
 from tracer.spans._numbers import checked, needs_check
+from tracer.spans.events import with_events
 from tracer.spans.model import Span, Warnings
 
-__all__ = ["SpanStore", "default_store_path", "is_store_file", "span_row"]
+__all__ = [
+    "EVENT_ROW_FIELDS",
+    "SpanStore",
+    "default_store_path",
+    "event_row",
+    "is_store_file",
+    "span_row",
+]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS spans (
@@ -123,38 +140,6 @@ def span_row(span: Span) -> tuple:
     )
 
 
-class _RecentKeys:
-    """The keys of the last ``capacity // 2`` to ``capacity`` spans written.
-
-    Two generations of sets: when the newer one is full, the older one is dropped
-    whole. Adding and looking up cost the same however many keys came before (a
-    FIFO dict evicted one key at a time from its front costs time proportional to
-    the keys already evicted, which made ingest collapse after ``capacity`` spans).
-    A key is (trace id, span id) as 24 raw bytes: a third of the memory of the hex pair.
-    """
-
-    def __init__(self, capacity: int):
-        self._generation = max(1, capacity // 2)
-        self.new: set[bytes] = set()
-        self.old: set[bytes] = set()
-
-    def __len__(self) -> int:
-        return len(self.new) + len(self.old)
-
-    def update(self, keys: dict[bytes, None]) -> None:
-        """Remember ``keys`` (in their order: the last ones are kept longest)."""
-        if len(self.new) + len(keys) < self._generation:
-            self.new.update(keys)
-            return
-        pending = list(keys)
-        while pending:
-            room = self._generation - len(self.new)
-            self.new.update(pending[:room])
-            pending = pending[room:]
-            if len(self.new) >= self._generation:
-                self.old, self.new = self.new, set()
-
-
 class SpanStore:
     """A span store at ``path`` (created when ``create`` is true).
 
@@ -191,7 +176,7 @@ class SpanStore:
         if recent_keys < 2:
             raise ValueError(f"recent_keys must be at least 2, got {recent_keys!r}")
         self.path = Path(path)
-        self._recent = _RecentKeys(recent_keys)
+        self._recent = RecentKeys(recent_keys)
         if not create and not self.path.exists():
             raise SourceError(
                 f"no span store at {str(self.path)!r}; run 'hoptrace collect' (or "
@@ -210,7 +195,7 @@ class SpanStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 if create:
-                    self._conn.executescript(_SCHEMA)
+                    self._conn.executescript(_SCHEMA + EVENTS_SCHEMA)
             self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
@@ -276,7 +261,8 @@ class SpanStore:
         return self.write_rows([span_row(s) for s in spans])
 
     def write_rows(self, rows: list[tuple]) -> int:
-        """Store rows made by :func:`span_row` in one transaction; returns how many were new.
+        """Store rows made by :func:`span_row` (and :func:`event_row`, told by their
+        length) in one transaction; returns how many were new.
 
         A row whose (trace id, span id) this store committed recently, or that comes
         twice in ``rows``, is written once. Keys are remembered only after the commit,
@@ -286,8 +272,12 @@ class SpanStore:
             recent = self._recent
             new, old = recent.new, recent.old
             fresh = []
+            events = []
             batch: dict[bytes, None] = {}  # in order: the newest keys are remembered longest
             for row in rows:
+                if len(row) == EVENT_ROW_FIELDS:
+                    events.append(row)
+                    continue
                 try:
                     key = bytes.fromhex(row[0] + row[1])
                 except (TypeError, ValueError):  # ids that are not hex, from other writers
@@ -311,8 +301,10 @@ class SpanStore:
                     self._conn.executemany(
                         f"INSERT INTO spans ({_COLUMNS}) VALUES {_ROW}", fresh[whole:]
                     )
+                if events:
+                    self._conn.executemany(INSERT_EVENT, events)
             recent.update(batch)
-            return len(fresh)
+            return len(fresh) + len(events)
 
     def count(self) -> int:
         """Number of stored spans."""
@@ -338,11 +330,23 @@ class SpanStore:
             params = (since_ns,)
         with self._lock, self._reading():
             rows = self._conn.execute(query, params).fetchall()
+        events = self._events("", ())
         tally = warnings if warnings is not None else Warnings()
         for row in rows:
-            span = _span_of_row(row, tally)
+            span = _span_of_row(row, tally, events)
             if span is not None:
                 yield span
+
+    def _events(self, where: str, params: Iterable[object]) -> Events:
+        """The stored events (of the traces ``where`` selects) by span."""
+        with self._lock, self._reading():
+            return read_events(self._conn, where, params)
+
+    def events_of(self, trace_ids: Iterable[str]) -> Events:
+        """The stored events of ``trace_ids`` (log records kept with their spans), by
+        (trace id, span id): ``(name, time_ns, attributes)`` each."""
+        ids = sorted(set(trace_ids))
+        return self._events(f" WHERE trace_id IN ({','.join('?' * len(ids))})", ids)
 
     def close(self) -> None:
         """Close the connection."""
@@ -355,7 +359,6 @@ class SpanStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # Added by the analyzer (issue 15): bounded-memory reading for streaming analysis.
     def iter_trace_rows(
         self,
         since_ns: int | None = None,
@@ -389,6 +392,10 @@ class SpanStore:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY trace_id, rowid"
         tally = warnings if warnings is not None else Warnings()
+        bounds = [c for c in clauses[:2] if not c.startswith("trace_id IN")]
+        events = self._events(
+            " WHERE " + " AND ".join(bounds) if bounds else "", params[: len(bounds)]
+        )
         with self._lock, self._reading():
             cursor = self._conn.execute(query, tuple(params))
         try:
@@ -398,7 +405,7 @@ class SpanStore:
                 if not rows:
                     return
                 for row in rows:
-                    span = _span_of_row(row, tally)
+                    span = _span_of_row(row, tally, events)
                     if span is not None:
                         yield row[12], span
         finally:
@@ -440,15 +447,17 @@ class SpanStore:
         )
         with self._lock, self._reading():
             rows = self._conn.execute(query, ids).fetchall()
+        events = self.events_of(ids)
         tally = Warnings()
         for row in rows:
-            span = _span_of_row(row, tally)
+            span = _span_of_row(row, tally, events)
             if span is not None:
                 yield span
 
 
-def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
-    """A stored row as a :class:`Span`, or None (counted in ``tally``) when unusable."""
+def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> Span | None:
+    """A stored row as a :class:`Span` with its stored ``events`` read as its span
+    events (:mod:`tracer.spans.events`), or None (counted in ``tally``) when unusable."""
     if not row[0] or not row[1] or not isinstance(row[6], int) or not isinstance(row[7], int):
         tally.skip("store rows without ids or times were skipped")
         return None
@@ -477,4 +486,8 @@ def _span_of_row(row: tuple, tally: Warnings) -> Span | None:
         first_token_ns=row[10],
         attributes=attributes,
     )
+    if events:
+        own = events.get((row[0], row[1]))
+        if own is not None:
+            span = with_events(span, own)
     return span if not needs_check(span) else checked(span, tally)

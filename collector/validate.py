@@ -32,7 +32,13 @@ from typing import Any
 from tracer.spans._numbers import needs_check, span_number_problem
 from tracer.spans.model import Span
 
-__all__ = ["MAX_VALUE_DEPTH", "Rejections", "json_id_problem", "span_problem"]
+__all__ = [
+    "MAX_VALUE_DEPTH",
+    "Rejections",
+    "attributes_problem",
+    "json_id_problem",
+    "span_problem",
+]
 
 #: The deepest attribute value stored, in levels (a plain value is 1, an array of plain
 #: values 2). The protobuf parser reads a whole request up to 32 levels, no deeper.
@@ -44,10 +50,12 @@ _EXAMPLE_CHARS = 40
 
 
 class Rejections:
-    """Spans rejected from one request: how many, and why (one example per reason)."""
+    r"""Spans (or other units, such as log records) rejected from one request: how many,
+    and why (one example per reason)."""
 
-    def __init__(self) -> None:
+    def __init__(self, unit: str = "span") -> None:
         self.count = 0
+        self.unit = unit
         self._reasons: dict[str, list[Any]] = {}
 
     def add(self, reason: str, example: object = None, spans: int = 1) -> None:
@@ -63,7 +71,7 @@ class Rejections:
 
     def copy(self) -> Rejections:
         """A tally that starts with this one's counts and reasons."""
-        other = Rejections()
+        other = Rejections(self.unit)
         other.count = self.count
         other._reasons = {reason: list(entry) for reason, entry in self._reasons.items()}
         return other
@@ -72,7 +80,7 @@ class Rejections:
         """One sentence per reason, e.g. ``2 spans: parent span id ... (first: 'abc')``."""
         parts = []
         for reason, (n, example) in self._reasons.items():
-            text = f"{n} span{'s' if n != 1 else ''}: {reason}"
+            text = f"{n} {self.unit}{'s' if n != 1 else ''}: {reason}"
             if example is not None:
                 shown = repr(example)
                 if len(shown) > _EXAMPLE_CHARS:
@@ -126,13 +134,14 @@ def span_problem(span: Span) -> tuple[str, object] | None:
         problem = span_number_problem(span)
         if problem is not None:
             return problem
-    return _attributes_problem(span.attributes)
+    return attributes_problem(span.attributes)
 
 
 _FIELD_NAMES = {"kind": "span kind", "status": "status code"}
 
 
-def _attributes_problem(attributes: dict[str, Any]) -> tuple[str, object] | None:
+def attributes_problem(attributes: dict[str, Any]) -> tuple[str, object] | None:
+    """Why attributes cannot be stored (keys, 64-bit integers, nesting), or None."""
     # Most values are strings: one type check each, no recursion.
     stack: list[tuple[Any, int]] = []
     for key, value in attributes.items():

@@ -16,23 +16,32 @@ __all__ = [
     "CONTENT_PREFIXES",
     "DERIVED_NETWORK",
     "DERIVED_OTHER",
+    "EVENT_NAME",
     "EVENT_TIME_PREFIX",
     "FALLBACK_REASON",
     "FALLBACK_TIER",
     "FIRST_TOKEN_EVENT",
+    "GEN_AI_CACHED_TOKENS",
+    "GEN_AI_CACHE_CREATION_TOKENS",
+    "GEN_AI_CACHE_READ_TOKENS",
+    "GEN_AI_CACHE_WRITE_TOKENS",
     "GEN_AI_COMPLETION_TOKENS",
+    "GEN_AI_DETAILS_EVENT",
     "GEN_AI_INPUT_TOKENS",
     "GEN_AI_LATENCY_DECODE",
-    "GEN_AI_LATENCY_E2E",
+    "GEN_AI_LATENCY_EXECUTE",
+    "GEN_AI_LATENCY_FORWARD",
     "GEN_AI_LATENCY_INFERENCE",
     "GEN_AI_LATENCY_PREFILL",
     "GEN_AI_LATENCY_QUEUE",
+    "GEN_AI_LATENCY_SCHEDULER",
     "GEN_AI_LATENCY_TTFT",
     "GEN_AI_MAX_TOKENS",
     "GEN_AI_OPERATION_NAME",
     "GEN_AI_OUTPUT_TOKENS",
     "GEN_AI_PROMPT_TOKENS",
     "GEN_AI_PROVIDER_NAME",
+    "GEN_AI_REASONING_TOKENS",
     "GEN_AI_REQUEST_MODEL",
     "GEN_AI_REQUEST_STREAM",
     "GEN_AI_REQUEST_TEMPERATURE",
@@ -45,11 +54,17 @@ __all__ = [
     "HTTP_RESPONSE_STATUS_CODE",
     "INFERENCE",
     "INFERENCE_DECODE",
+    "INFERENCE_KV_TRANSFER",
     "INFERENCE_PREFILL",
     "INFERENCE_QUEUE",
     "JAEGER_SPAN_KIND",
     "LEGACY_CHUNK_EVENT",
+    "LLMD_DECODE_MS",
+    "LLMD_KV_TRANSFER_MS",
+    "LLMD_PREFILL_MS",
+    "LLMD_TRUE_TTFT_MS",
     "LLM_REQUEST_TYPE",
+    "OPENINFERENCE_CACHE_READ_TOKENS",
     "OPENINFERENCE_COMPLETION_TOKENS",
     "OPENINFERENCE_FIRST_TOKEN_EVENT",
     "OPENINFERENCE_MODEL_NAME",
@@ -151,6 +166,22 @@ GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 #: Seconds from the span's start to its first chunk.
 GEN_AI_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+#: Prompt tokens read from the provider's or engine's prefix cache (int).
+GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+#: Prompt tokens written to the prefix cache (int); ``cache_creation`` before the rename.
+GEN_AI_CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+GEN_AI_CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+#: Cached prompt tokens under other names: the usage field ``cached_tokens`` (llm-d's
+#: gateway span; many SDK instrumentations), OpenInference's prompt details.
+GEN_AI_CACHED_TOKENS = "gen_ai.usage.cached_tokens"
+OPENINFERENCE_CACHE_READ_TOKENS = "llm.token_count.prompt_details.cache_read"
+#: Output tokens spent on reasoning (int).
+GEN_AI_REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+#: The GenAI event that repeats an operation's attributes (usage, time to first chunk):
+#: as a span event or as a log record tied to the span.
+GEN_AI_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+#: A log record's event name, as an attribute (before OTLP's ``event_name`` field).
+EVENT_NAME = "event.name"
 
 # What other instrumentation and serving engines write (docs/conventions.md has the
 # sources). Older OpenLLMetry and vLLM name the token counts prompt/completion.
@@ -174,6 +205,17 @@ GEN_AI_LATENCY_PREFILL = "gen_ai.latency.time_in_model_prefill"
 GEN_AI_LATENCY_DECODE = "gen_ai.latency.time_in_model_decode"
 GEN_AI_LATENCY_INFERENCE = "gen_ai.latency.time_in_model_inference"
 GEN_AI_LATENCY_E2E = "gen_ai.latency.e2e"
+# vLLM's newer latency keys: totals over the request's steps (no position in time).
+GEN_AI_LATENCY_SCHEDULER = "gen_ai.latency.time_in_scheduler"
+GEN_AI_LATENCY_FORWARD = "gen_ai.latency.time_in_model_forward"
+GEN_AI_LATENCY_EXECUTE = "gen_ai.latency.time_in_model_execute"
+# llm-d's P/D proxy (the sidecar that sends a request to prefill, then to decode):
+# its request span's phase durations, milliseconds (doubles).
+LLMD_PREFILL_MS = "llm_d.pd_proxy.prefill_duration_ms"
+LLMD_KV_TRANSFER_MS = "llm_d.pd_proxy.kv_transfer_overhead_ms"
+LLMD_DECODE_MS = "llm_d.pd_proxy.decode_duration_ms"
+#: The proxy's time to first token (from the request's arrival at the proxy), ms.
+LLMD_TRUE_TTFT_MS = "llm_d.pd_proxy.true_ttft_ms"
 # TGI's request span fields (Rust Duration Debug strings such as "12.3ms").
 TGI_VALIDATION_TIME = "validation_time"
 TGI_QUEUE_TIME = "queue_time"
@@ -189,7 +231,17 @@ TRITON_COMPUTE_SPAN = "compute"
 EVENT_TIME_PREFIX = "hoptrace.event_ns."
 
 #: Canonical stage names in request order.
-CANONICAL_STAGES = ("client", "gateway", "auth", "context", "inference", "postprocess", "return")
+CANONICAL_STAGES = (
+    "client",
+    "gateway",
+    "auth",
+    "guardrail",
+    "context",
+    "inference",
+    "tool",
+    "postprocess",
+    "return",
+)
 #: Derived stage for time in a CLIENT span not covered by its remote child.
 DERIVED_NETWORK = "network"
 #: Derived stage for spans that carry no stage and inherit none.
@@ -199,6 +251,8 @@ INFERENCE = "inference"
 INFERENCE_QUEUE = "inference.queue"
 INFERENCE_PREFILL = "inference.prefill"
 INFERENCE_DECODE = "inference.decode"
+#: Moving the KV cache from the prefill to the decode instance (llm-d's P/D proxy).
+INFERENCE_KV_TRANSFER = "inference.kv_transfer"
 
 #: Prompt and completion content that GenAI instrumentations record (OpenTelemetry GenAI,
 #: OpenLLMetry, OpenInference). Latency analysis never needs it: the collector drops

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import hoptrace
 from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
-from tracer.analysis._bigfile import analyze_files, eligible
+from tracer.analysis.execution.bigfile import analyze_files, eligible
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis.traceset import TraceFilter
@@ -65,7 +65,7 @@ def test_progress_counts_every_partition_up_to_the_total(tmp_path):
 
 
 def test_a_failing_worker_is_one_clear_error(tmp_path, monkeypatch):
-    import tracer.analysis._bigfile as bigfile
+    import tracer.analysis.execution.bigfile as bigfile
     from tracer._errors import HoptraceError
 
     path = _split_file(tmp_path / "split.jsonl")
@@ -112,7 +112,7 @@ def test_only_large_otlp_lines_files_are_eligible(tmp_path, monkeypatch):
 
 
 def test_a_file_without_a_suffix_is_streamed_in_bounded_memory(tmp_path, monkeypatch):
-    import tracer.analysis._bigfile as bigfile
+    import tracer.analysis.execution.bigfile as bigfile
     from tracer.analysis import analyze_sources, load
 
     path = _split_file(tmp_path / "split.jsonl").rename(tmp_path / "traces.1")

@@ -151,7 +151,7 @@ def test_reports_link_traces_to_the_jaeger_that_was_analysed(tmp_path):
 def test_dask_on_a_jaeger_url_asks_what_it_is_once_and_reads_it_here():
     # --engine dask takes only Tempo URLs onto a cluster; a Jaeger URL is read in this
     # process, with the backend it was found to be (not probed a second time).
-    from tracer.analysis.pipeline import analyze_sources
+    from tracer.analysis.execution.pipeline import analyze_sources
 
     traces = recent_traces(5)
     with _jaeger(traces).running() as jaeger:

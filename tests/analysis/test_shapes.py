@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from tracer.analysis import render
-from tracer.analysis._attribute import Attributor
-from tracer.analysis._shapes import ShapeBatcher
 from tracer.analysis.aggregate import aggregate_table
+from tracer.analysis.execution.attribute import Attributor
+from tracer.analysis.execution.batches import ShapeBatcher
 from tracer.analysis.stage_map import parse_stage_map
 from tracer.analysis.whatif import Projection
 from tracer.spans.model import (
@@ -49,6 +49,7 @@ _SHAPES = [
             {
                 "gen_ai.usage.input_tokens": 12,
                 "gen_ai.usage.output_tokens": 7,
+                "gen_ai.usage.cache_read.input_tokens": 5,
                 "gen_ai.request.model": "m-1",
             },
             "inference",
@@ -74,7 +75,7 @@ _SHAPES = [
     ],
     # one span
     [("solo", "GET /health", KIND_SERVER, -1, {}, None)],
-    # an engine request span: its sub-stages make the shape a scalar one
+    # an engine request span: its sub-stages come from its attributes, per trace
     [
         ("app", "POST", KIND_SERVER, -1, {}, "gateway"),
         (
@@ -250,13 +251,16 @@ def test_the_batcher_takes_known_shapes_and_gives_back_the_rest():
     taken = sum(batcher.offer(t[0].trace_id, t, 1, 0, None) for t in
                 (_trace(i, chain, rng, odd=False) for i in range(1, 40)))  # fmt: skip
     assert taken == 39
-    eng = [_trace(i, engine, rng) for i in range(40, 43)]
-    assert not any(batcher.offer(t[0].trace_id, t, 2, 0, None) for t in eng)
+    eng = [_trace(i, engine, rng, odd=False) for i in range(40, 43)]
+    for t in eng:  # the same phases in each (without a first token, there are none)
+        t[1].attributes["gen_ai.latency.time_to_first_token"] = 0.03
+    # an engine request span's phases are worked out per trace: its shape is batched
+    assert [batcher.offer(t[0].trace_id, t, 2, 0, None) for t in eng] == [False, True, True]
     dup = _trace(50, chain, rng, odd=False)
     dup[3].span_id = dup[4].span_id  # a duplicate id: the scalar path's business
     assert not batcher.offer(dup[0].trace_id, dup, 3, 0, None)
     batcher.flush()
-    assert len(attribute.rows) == 39 and not given_back
+    assert len(attribute.rows) == 41 and not given_back
     skewed = _trace(60, chain, rng, odd=False)
     skewed[10].start_ns -= 10_000 * MS  # the model's clock runs behind: shifted, scalar
     assert batcher.offer(skewed[0].trace_id, skewed, 4, 0, None)
@@ -322,7 +326,8 @@ def test_a_skewed_trace_tried_twice_counts_once_toward_giving_up_on_its_shape():
     """The stream may try to learn a shape from the same trace twice (at its second
     look and when it is complete): the shape is left to the scalar path after
     LEARN_TRIES different skewed traces, not after one trace tried that often."""
-    from tracer.analysis._shapes import _SCALAR, LEARN_TRIES
+    from tracer.analysis.execution.batches import LEARN_TRIES
+    from tracer.analysis.execution.shapes import SCALAR as _SCALAR
 
     rng = random.Random(3)
     chain = _SHAPES[0]

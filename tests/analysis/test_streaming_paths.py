@@ -14,9 +14,9 @@ import pytest
 
 from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load, what_if
-from tracer.analysis._bigfile import analyze_files
 from tracer.analysis.aggregate import aggregate_columns
 from tracer.analysis.budget import check_budget, load_budget
+from tracer.analysis.execution.bigfile import analyze_files
 from tracer.analysis.render import (
     Report,
     analysis_dict,

@@ -56,8 +56,17 @@ def _traces(inference_ms: float, first: int) -> TraceSet:
     return traces
 
 
+@pytest.fixture(scope="module", params=["on", "off"])
+def batches(request):
+    """Every golden output twice: with the batches (``on``) and with the scalar path
+    alone (``HOPTRACE_BATCH=off``); both must give the same bytes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOPTRACE_BATCH", request.param)
+        yield request.param
+
+
 @pytest.fixture(scope="module")
-def runs():
+def runs(batches):
     base, cand = _traces(1000.0, 1), _traces(10.0, 101)
     return base, cand, analyze(base), analyze(cand)
 

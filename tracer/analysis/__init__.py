@@ -23,8 +23,8 @@ from tracer.analysis.aggregate import (
 from tracer.analysis.breakdown import TraceBreakdown, break_down
 from tracer.analysis.compare import Comparison, GroupDelta, compare
 from tracer.analysis.critical_path import own_times
+from tracer.analysis.execution.pipeline import analyze_sources, exemplar_traces
 from tracer.analysis.loaders import load, parse_duration
-from tracer.analysis.pipeline import analyze_sources, exemplar_traces
 from tracer.analysis.prepare import PreparedTrace, prepare
 from tracer.analysis.stage_map import StageMapRules, load_stage_map
 from tracer.analysis.traceset import TraceSet

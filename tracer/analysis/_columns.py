@@ -183,6 +183,9 @@ class Columns:
     #: Each row's ``--split-by`` value (an index into ``strings``; -1 without one).
     split: np.ndarray | None = None
     projected: ProjectedColumns | None = None
+    #: Cached prompt tokens and a P/D coordinator's time to first token (-1: none).
+    cached_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coordinator_ttft_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return int(self.e2e_ns.size)
@@ -217,6 +220,8 @@ class Columns:
             last_end=col(self.last_end),
             split=None if self.split is None else self.split[keep],
             projected=None if self.projected is None else self.projected.subset(keep, position),
+            cached_tokens=col(self.cached_tokens),
+            coordinator_ttft_ns=col(self.coordinator_ttft_ns),
         )
 
     def breakdowns(self) -> Iterator[TraceBreakdown]:
@@ -230,6 +235,8 @@ class Columns:
                 (self.hops, self.hop_names),
             )
         )
+        cached, coordinator = self.cached_tokens, self.coordinator_ttft_ns
+        full = cached.size == len(self) and coordinator.size == len(self)
         for r in range(len(self)):
             ttft = int(self.ttft_ns[r])
             yield TraceBreakdown(
@@ -247,6 +254,8 @@ class Columns:
                 output_tokens=_opt(int(self.output_tokens[r])),
                 model=strings[self.model[r]],
                 span_count=int(self.span_count[r]),
+                cached_tokens=_opt(int(cached[r])) if full else None,
+                coordinator_ttft_ns=_opt(int(coordinator[r])) if full else None,
             )
 
 

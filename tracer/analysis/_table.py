@@ -57,6 +57,8 @@ class TraceTable:
         self._model_ttft = array("q")
         self._tin = array("q")
         self._tout = array("q")
+        self._cached = array("q")
+        self._coordinator_ttft = array("q")
         self._model = array("i")
         self._root = array("i")  # root service, root name: indexes into _strings
         self._split = array("i")  # the --split-by value: an index into _strings, or -1
@@ -100,6 +102,9 @@ class TraceTable:
         self._model_ttft.append(_NONE if b.model_ttft_ns is None else b.model_ttft_ns)
         self._tin.append(_NONE if b.input_tokens is None else b.input_tokens)
         self._tout.append(_NONE if b.output_tokens is None else b.output_tokens)
+        self._cached.append(_NONE if b.cached_tokens is None else b.cached_tokens)
+        c = b.coordinator_ttft_ns
+        self._coordinator_ttft.append(_NONE if c is None else c)
         self._model.append(self._strings.of(b.model))
         self._root.append(self._strings.of(b.root_service))
         self._root.append(self._strings.of(b.root_name))
@@ -120,7 +125,7 @@ class TraceTable:
         seqs: list[int],
         last_ends: list[int],
         splits: list[str | None],
-        tokens: list[tuple[int | None, int | None, str | None]],
+        tokens: list[tuple[int | None, int | None, str | None, int | None]],
         *,
         start: np.ndarray,
         e2e: np.ndarray,
@@ -134,7 +139,7 @@ class TraceTable:
         projected: list[Projected] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
-        shape, :mod:`tracer.analysis._shapes`): int64 columns with -1 for None;
+        shape, :mod:`tracer.analysis.execution.batches`): int64 columns with -1 for None;
         ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
         when its sum is positive (as the walks keep only spans with time);
         ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
@@ -154,6 +159,8 @@ class TraceTable:
         of = self._strings.of
         self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
         self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
+        self._cached.extend([_NONE if t[3] is None else t[3] for t in tokens])
+        self._coordinator_ttft.extend([_NONE] * n)  # such traces take the scalar path
         models = [t[2] for t in tokens]
         known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
         self._model.extend(map(known.__getitem__, models))
@@ -197,7 +204,17 @@ class TraceTable:
             self._warnings[base + r] = w
         self._dropped.update(base + r for r in other._dropped)
         self._ids.extend(other._ids)
-        for name in ("_start", "_e2e", "_spans", "_ttft", "_model_ttft", "_tin", "_tout"):
+        for name in (
+            "_start",
+            "_e2e",
+            "_spans",
+            "_ttft",
+            "_model_ttft",
+            "_tin",
+            "_tout",
+            "_cached",
+            "_coordinator_ttft",
+        ):
             getattr(self, name).extend(getattr(other, name))
         self._seq.extend(other._seq)
         self._last_end.extend(other._last_end)
@@ -308,6 +325,8 @@ class TraceTable:
             model_ttft_ns=_np(self._model_ttft)[order],
             input_tokens=_np(self._tin)[order],
             output_tokens=_np(self._tout)[order],
+            cached_tokens=_np(self._cached)[order],
+            coordinator_ttft_ns=_np(self._coordinator_ttft)[order],
             model=_np32(self._model)[order],
             root_service=_np32(self._root)[0::2][order],
             root_name=_np32(self._root)[1::2][order],

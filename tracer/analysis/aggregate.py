@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis._parallel import gc_paused
 from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._sketch import percentiles, sketch_note
 from tracer.analysis._sketch import tail as tail_of
 from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
+from tracer.analysis.cache import CacheStats, cache_stats
+from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
@@ -133,6 +134,10 @@ class Analysis:
     split_parts: dict[str, tuple[int, Warnings]] | None = None
     #: True when the percentiles came from the DDSketch (past the exact limit).
     sketched: bool = False
+    #: Cached prompt tokens and TTFT by cached fraction (:mod:`tracer.analysis.cache`).
+    cache: CacheStats | None = None
+    #: A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms.
+    coordinator_ttft: Stats | None = None
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -172,7 +177,7 @@ def analyze(
         ConfigError: an unknown ``group_by``.
         NoUsableDataError: no trace could be analysed.
     """
-    from tracer.analysis._attribute import Attributor
+    from tracer.analysis.execution.attribute import Attributor
 
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
@@ -293,6 +298,8 @@ def aggregate_columns(
             output_total=int(tout.sum()),
         )
     model_ttft = cols.model_ttft_ns[cols.model_ttft_ns != _NONE] / NS_PER_MS
+    coordinator = cols.coordinator_ttft_ns
+    coordinator = coordinator[coordinator != _NONE] / NS_PER_MS
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
@@ -310,6 +317,8 @@ def aggregate_columns(
         tally=tally,
         split_parts=split_parts,
         sketched=sketched,
+        cache=cache_stats(cols),
+        coordinator_ttft=stats(coordinator, sketched) if coordinator.size else None,
     )
 
 

@@ -8,13 +8,16 @@ from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
 from tracer.analysis.critical_path import marks, trace_times, ttft_view
+from tracer.analysis.phases import coordinator_ttft_ns
 from tracer.analysis.prepare import PreparedTrace
 from tracer.spans._numbers import token_count
 from tracer.spans.model import Span
 
 __all__ = [
     "GROUP_BY",
+    "TOKEN_KEYS",
     "TokenPlan",
+    "Tokens",
     "TraceBreakdown",
     "break_down",
     "count_planned",
@@ -33,7 +36,11 @@ class TraceBreakdown:
 
     ``groups`` sums exactly to ``e2e_ns``; ``ttft_groups`` (when the trace has a
     first-token point) sums exactly to ``ttft_ns``. ``model_ttft_ns`` is the model
-    server's own time to first token (the innermost inference span with a mark).
+    server's own time to first token (the innermost inference span with a mark);
+    ``coordinator_ttft_ns`` the one a prefill/decode coordinator measured (llm-d's P/D
+    proxy: prefill, the KV transfer and decode's first token, which the decode engine's
+    own TTFT leaves out). ``cached_tokens`` are the prompt tokens read from a prefix
+    cache (None: no span says).
     """
 
     trace_id: str
@@ -50,6 +57,8 @@ class TraceBreakdown:
     output_tokens: int | None
     model: str | None
     span_count: int
+    cached_tokens: int | None = None
+    coordinator_ttft_ns: int | None = None
 
 
 def group_key(trace: PreparedTrace, i: int, group_by: str) -> str:
@@ -119,57 +128,70 @@ def token_carriers(trace: PreparedTrace) -> list[int]:
     return [i for i in trace.order if carries[i] and not below[i]]
 
 
-def count_tokens(carriers: Iterable[dict[str, Any]]) -> tuple[int, int, str | None]:
-    """Input and output tokens and the model over the attributes of the carriers."""
+#: Input and output tokens, the model, and the cached prompt tokens (None: unknown).
+Tokens: TypeAlias = tuple[int, int, str | None, int | None]
+
+
+def count_tokens(carriers: Iterable[dict[str, Any]]) -> Tokens:
+    """Input and output tokens, the model and the cached prompt tokens over the
+    attributes of the carriers."""
     tin = tout = 0
+    cached: int | None = None
     model = None
     for a in carriers:
         tin += _first_int(a, _INPUT_KEYS)
         tout += _first_int(a, _OUTPUT_KEYS)
+        key = next((k for k in _CACHED_KEYS if k in a), None)
+        if key is not None:
+            cached = (cached or 0) + token_count(a[key])
         if not model:
             for key in _MODEL_KEYS:
                 model = a.get(key)
                 if model:
                     break
-    return tin, tout, str(model) if model else None
+    return tin, tout, str(model) if model else None, cached
 
 
 #: Which keys ``count_tokens`` reads from one carrier span whose attribute keys are
 #: known (a shape's): (span index, first input key present, first output key present,
-#: model keys present).
-TokenPlan: TypeAlias = tuple[int, str | None, str | None, tuple[str, ...]]
+#: model keys present, first cached-tokens key present).
+TokenPlan: TypeAlias = tuple[int, str | None, str | None, tuple[str, ...], str | None]
 
 
 def token_plan(a: dict[str, Any], i: int) -> TokenPlan:
     """The :data:`TokenPlan` of span ``i`` with attributes ``a``."""
     first_in = next((k for k in _INPUT_KEYS if k in a), None)
     first_out = next((k for k in _OUTPUT_KEYS if k in a), None)
-    return i, first_in, first_out, tuple(k for k in _MODEL_KEYS if k in a)
+    first_cached = next((k for k in _CACHED_KEYS if k in a), None)
+    return i, first_in, first_out, tuple(k for k in _MODEL_KEYS if k in a), first_cached
 
 
-def count_planned(spans: list[Span], plan: list[TokenPlan]) -> tuple[int, int, str | None]:
+def count_planned(spans: list[Span], plan: list[TokenPlan]) -> Tokens:
     """:func:`count_tokens` of the carriers, reading the keys the plan names (spans of
     the shape the plan was made for)."""
     tin = tout = 0
+    cached: int | None = None
     model = None
-    for i, key_in, key_out, model_keys in plan:
+    for i, key_in, key_out, model_keys, key_cached in plan:
         a = spans[i].attributes
         if key_in is not None:
             tin += token_count(a.get(key_in))
         if key_out is not None:
             tout += token_count(a.get(key_out))
+        if key_cached is not None:
+            cached = (cached or 0) + token_count(a.get(key_cached))
         if not model:
             for key in model_keys:
                 model = a[key]
                 if model:
                     break
-    return tin, tout, str(model) if model else None
+    return tin, tout, str(model) if model else None, cached
 
 
-def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None]:
+def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None, int | None]:
     carriers = token_carriers(trace)
     if not carriers:
-        return None, None, None
+        return None, None, None, None
     spans = trace.spans
     return count_tokens([spans[i].attributes for i in carriers])
 
@@ -186,6 +208,13 @@ _OUTPUT_KEYS = (
     attrs.GEN_AI_COMPLETION_TOKENS,
     attrs.OPENINFERENCE_COMPLETION_TOKENS,
 )
+#: Prompt tokens read from a prefix cache: GenAI conventions, the usage field's own
+#: name (llm-d's gateway, many SDKs), OpenInference.
+_CACHED_KEYS = (
+    attrs.GEN_AI_CACHE_READ_TOKENS,
+    attrs.GEN_AI_CACHED_TOKENS,
+    attrs.OPENINFERENCE_CACHE_READ_TOKENS,
+)
 _USAGE_KEYS = _INPUT_KEYS + _OUTPUT_KEYS
 _USAGE_SET = frozenset(_USAGE_KEYS)
 _MODEL_KEYS = (
@@ -193,6 +222,9 @@ _MODEL_KEYS = (
     attrs.GEN_AI_RESPONSE_MODEL,
     attrs.OPENINFERENCE_MODEL_NAME,
 )
+#: The attributes whose values the token counts read (:func:`count_planned` reads them
+#: per trace, so the batches do not key a shape on them).
+TOKEN_KEYS = frozenset(_USAGE_KEYS + _MODEL_KEYS + _CACHED_KEYS)
 
 
 def _first_int(a: dict[str, object], keys: tuple[str, ...]) -> int:
@@ -230,7 +262,10 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
     if inner is not None:
         s = trace.spans[inner]
         model_ttft = max(s.first_token_ns - s.start_ns, 0)  # type: ignore[operator]
-    tin, tout, model = _tokens(trace)
+    tin, tout, model, cached = _tokens(trace)
+    coordinator = None
+    if trace.coordinator >= 0:
+        coordinator = coordinator_ttft_ns(trace.spans[trace.coordinator])
     root = trace.spans[trace.root]
     return TraceBreakdown(
         trace_id=trace.trace_id,
@@ -247,4 +282,6 @@ def break_down(trace: PreparedTrace, group_by: str = "stage") -> TraceBreakdown:
         output_tokens=tout,
         model=model,
         span_count=len(trace.spans) - trace.synthetic,
+        cached_tokens=cached,
+        coordinator_ttft_ns=coordinator,
     )

@@ -2,7 +2,7 @@
 (``docs/analysis.md``, the dependency model).
 
 The critical-path walk (:func:`critical_times`), the what-if retiming
-(:func:`retime`) and the batch walks (:mod:`tracer.analysis._walks`) all read a
+(:func:`retime`) and the batch walks (:mod:`tracer.analysis.execution.walks`) all read a
 trace through this model, so that a span's critical-path time is exactly what
 finishing it a little sooner saves wherever the critical path is unique.
 

@@ -11,8 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis.engine import engine_intervals
-from tracer.analysis.stage_map import ENGINE_REQUEST, LLM_CALL, StageMapRules, conventions
+from tracer.analysis.phases import engine_intervals
+from tracer.analysis.stage_map import (
+    ENGINE_REQUEST,
+    INVOCATION,
+    LLM_CALL,
+    StageMapRules,
+    conventions,
+)
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -22,7 +28,7 @@ from tracer.spans.model import (
     Warnings,
 )
 
-__all__ = ["PreparedTrace", "StageMap", "blocking_of", "prepare"]
+__all__ = ["PreparedTrace", "StageMap", "blocking_of", "phase_span", "prepare"]
 
 #: A user's stage map (``--stage-map``).
 StageMap = StageMapRules
@@ -38,7 +44,8 @@ class PreparedTrace:
     children (orphans are children of the root); ``stage`` is the resolved stage;
     ``hop`` is ``(from service, to service)`` for network spans, else None. The last
     ``synthetic`` spans are an engine request span's queue, prefill and decode
-    intervals (``docs/analysis.md``, sub-stages), children of that span. ``blocking``
+    intervals (``docs/analysis.md``, sub-stages), children of that span. ``coordinator``
+    is the P/D coordinator span with its own time to first token, if any. ``blocking``
     marks the children that hold their parent up (None: all of them): a CONSUMER
     child of a PRODUCER span does not (``docs/analysis.md``, the dependency model).
     """
@@ -55,6 +62,13 @@ class PreparedTrace:
     order: list[int]
     synthetic: int = 0
     blocking: list[bool] | None = None
+    #: the engine request spans given phases (their ``synthetic`` children come from
+    #: ``engine_intervals``), top-down; with the Triton ``compute`` child each read
+    #: (-1: none)
+    engines: list[tuple[int, int]] | None = None
+    #: The outermost prefill/decode coordinator span (llm-d's P/D proxy with its own
+    #: time to first token), or -1.
+    coordinator: int = -1
 
     @property
     def e2e_ns(self) -> int:
@@ -124,9 +138,21 @@ def prepare(
     start = [s.start_ns for s in spans]
     end = [s.end_ns for s in spans]
     _fix_clocks(spans, order, children, start, end, issues)
-    stage, hop, engines = _resolve_stages(spans, order, parent, children, root, stage_map)
+    stage, hop, engines, followers = _resolve_stages(
+        spans, order, parent, children, root, stage_map
+    )
+    for i in followers:  # nested under the phase it follows: taken as its sibling
+        p = parent[i]
+        if p != root and p >= 0 and parent[p] >= 0 and "." in stage[p]:
+            children[p].remove(i)
+            parent[i] = parent[p]
+            children[parent[i]].append(i)
     trace = PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
     trace.blocking = blocking_of(spans, parent)
+    for e in engines:
+        if attrs.LLMD_TRUE_TTFT_MS in spans[e].attributes:
+            trace.coordinator = e
+            break
     if engines:
         _add_engine_phases(trace, engines)
     return trace
@@ -217,9 +243,10 @@ def _resolve_stages(
     children: list[list[int]],
     root: int,
     stage_map: StageMap | None,
-) -> tuple[list[str], list[tuple[str, str] | None], list[int]]:
-    """Stage and hop of every span (``docs/analysis.md``, stage resolution), and the
-    engine request spans whose stage is ``inference``."""
+) -> tuple[list[str], list[tuple[str, str] | None], list[int], list[int]]:
+    """Stage and hop of every span (``docs/analysis.md``, stage resolution), the
+    engine request spans whose stage is ``inference``, and the spans that follow their
+    parent though nested under it (a rule's ``after_parent``)."""
     n = len(spans)
     known = conventions()
     stage = [_OTHER] * n
@@ -227,6 +254,7 @@ def _resolve_stages(
     carried: list[str | None] = [None] * n
     in_engine = [False] * n
     engines: list[int] = []
+    followers: list[int] = []
     remote_below: list[bool] | None = None
     for i in order:
         s = spans[i]
@@ -235,10 +263,14 @@ def _resolve_stages(
         inside = in_engine[p] if p >= 0 else False
         in_engine[i] = inside
         own = s.stage
+        mapped = None
         if own is None and stage_map is not None:
             mapped = stage_map.match(s, inside)
             own = mapped.stage if mapped is not None else None
         rule = known.match(s, inside) if own is None or own == _INFERENCE else None
+        chosen = mapped if mapped is not None else rule
+        if chosen is not None and chosen.after_parent:
+            followers.append(i)
         if own is not None:  # rules 1 and 2
             stage[i] = carried[i] = own
             if own == _INFERENCE and rule is not None and rule.role == ENGINE_REQUEST:
@@ -268,13 +300,16 @@ def _resolve_stages(
                 got = _INFERENCE
                 engines.append(i)
                 in_engine[i] = True
+            elif rule.role == INVOCATION:  # no stage of its own: rule 5 or 6
+                stage[i] = inherited or _OTHER
+                continue
             else:
                 got = rule.stage or _OTHER
             stage[i] = carried[i] = got
             continue
         if inherited is not None:  # rule 5; else rule 6, other
             stage[i] = inherited
-    return stage, hop, engines
+    return stage, hop, engines, followers
 
 
 def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
@@ -286,29 +321,19 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
         p = parent[i]
         if p >= 0 and (named_below[i] or stage[i].startswith(_SUB)):
             named_below[p] = True
+    trace.engines = []
     for e in engines:
         if named_below[e]:
             continue
         s = spans[e]
         compute = next(
-            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), None
+            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), -1
         )
-        compute_start = trace.start[compute] if compute is not None else None
+        trace.engines.append((e, compute))
+        compute_start = trace.start[compute] if compute >= 0 else None
         for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
             k = len(spans)
-            spans.append(
-                Span(
-                    s.trace_id,
-                    f"{s.span_id}:{sub}",
-                    s.span_id,
-                    s.service,
-                    sub,
-                    KIND_INTERNAL,
-                    lo,
-                    hi,
-                    sub,
-                )  # fmt: skip
-            )
+            spans.append(phase_span(s, sub, lo, hi))
             parent.append(e)
             if trace.blocking is not None:
                 trace.blocking.append(True)
@@ -320,3 +345,18 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
             trace.hop.append(None)
             trace.order.append(k)
             trace.synthetic += 1
+
+
+def phase_span(engine: Span, sub: str, lo: int, hi: int) -> Span:
+    """The span that stands for one phase (``sub``) of an engine request span."""
+    return Span(
+        engine.trace_id,
+        f"{engine.span_id}:{sub}",
+        engine.span_id,
+        engine.service,
+        sub,
+        KIND_INTERNAL,
+        lo,
+        hi,
+        sub,
+    )  # fmt: skip

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis._attribute import NONE, split_value
 from tracer.analysis.aggregate import Analysis
+from tracer.analysis.execution.attribute import NONE, split_value
 from tracer.analysis.traceset import TraceSet
 
 RUN = attrs.RUN

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tracer._errors import ConfigError
-from tracer.analysis._attribute import NONE, split_value
+from tracer.analysis.execution.attribute import NONE, split_value
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span
 

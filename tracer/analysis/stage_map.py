@@ -9,6 +9,11 @@ its stage. A rule matches on any of (all given ones must hold):
 - ``attributes``: a table of keys and the values they must have (compared as text);
 - ``inside = "engine_request"``: the span sits in a serving engine's request span.
 
+A rule may also say ``after_parent = true``: when the span's parent is itself a phase
+(its stage a sub-stage, ``inference.prefill``), the span follows it although it is
+nested under it (llm-d's P/D proxy starts ``decode`` in ``prefill``'s context once
+prefill is done), so it is taken as its parent's sibling, not as part of it.
+
 ::
 
     [[rule]]
@@ -24,8 +29,10 @@ A user's map (``--stage-map``) is asked before the network rule; the conventions
 ship with hoptrace (``conventions.toml`` beside this module, see
 ``docs/conventions.md``) use the same format and are asked after it. They may give a
 ``role`` instead of a stage: ``llm_call`` (an LLM SDK call: ``client`` time, or
-``inference`` when the called service is not traced) or ``engine_request`` (a serving
-engine's span for one request, ``inference`` split into queue, prefill and decode).
+``inference`` when the called service is not traced), ``engine_request`` (a serving
+engine's span for one request, ``inference`` split into queue, prefill and decode) or
+``invocation`` (an agent or workflow invocation: a GenAI span that is not a model call;
+it has no stage of its own and passes on the one it inherits).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from tracer.spans.model import Span, kind_from_name
 
 __all__ = [
     "ENGINE_REQUEST",
+    "INVOCATION",
     "LLM_CALL",
     "Rule",
     "StageMapRules",
@@ -57,8 +65,19 @@ __all__ = [
 
 LLM_CALL = "llm_call"
 ENGINE_REQUEST = "engine_request"
-_ROLES = (LLM_CALL, ENGINE_REQUEST)
-_KEYS = {"service", "operation", "kind", "attribute", "attributes", "inside", "stage", "role"}
+INVOCATION = "invocation"
+_ROLES = (LLM_CALL, ENGINE_REQUEST, INVOCATION)
+_KEYS = {
+    "service",
+    "operation",
+    "kind",
+    "attribute",
+    "attributes",
+    "inside",
+    "stage",
+    "role",
+    "after_parent",
+}
 _DOC_KEYS = {"source", "note"}  # documentation only
 
 
@@ -86,6 +105,7 @@ class Rule:
     attribute: str | None = None
     attributes: tuple[tuple[str, str], ...] = ()
     inside_engine: bool = False
+    after_parent: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_service", _matcher(self.service))
@@ -187,7 +207,7 @@ def _rule(where: str, raw: Any, roles: bool) -> Rule:
         bad = sorted(unknown | ({"role"} if not roles and "role" in raw else set()))
         raise ConfigError(
             f"{where} has unknown keys {bad}; use service, operation, kind, attribute, "
-            "attributes, inside and stage"
+            "attributes, inside, after_parent and stage"
         )
     stage, role = raw.get("stage"), raw.get("role")
     if role is not None and role not in _ROLES:
@@ -210,6 +230,9 @@ def _rule(where: str, raw: Any, roles: bool) -> Rule:
     attribute = raw.get("attribute")
     if attribute is not None and not isinstance(attribute, str):
         raise ConfigError(f"{where}: attribute must be a key, got {attribute!r}")
+    after_parent = raw.get("after_parent", False)
+    if not isinstance(after_parent, bool):
+        raise ConfigError(f"{where}: after_parent must be true or false, got {after_parent!r}")
     return Rule(
         stage=stage,
         role=role,
@@ -219,6 +242,7 @@ def _rule(where: str, raw: Any, roles: bool) -> Rule:
         attribute=attribute,
         attributes=tuple((str(k), str(v)) for k, v in attributes.items()),
         inside_engine=inside == ENGINE_REQUEST,
+        after_parent=after_parent,
     )
 
 

@@ -8,6 +8,8 @@ from fnmatch import fnmatchcase
 
 from tracer.attributes import RUN
 from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, checked
+from tracer.spans.events import EventRecord, with_events
+from tracer.spans.logs import LogEvent
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["TraceFilter", "TraceSet"]
@@ -17,11 +19,40 @@ __all__ = ["TraceFilter", "TraceSet"]
 class TraceSet:
     """Spans grouped by trace id, with what the loaders skipped, and what each trace
     backend URL read turned out to be (URL without credentials -> ``"jaeger"`` or
-    ``"tempo"``)."""
+    ``"tempo"``). ``events`` holds the span events that came as OTLP log records, by
+    (trace id, span id), until :meth:`attach_events` gives them to their spans."""
 
     traces: dict[str, list[Span]] = field(default_factory=dict)
     warnings: Warnings = field(default_factory=Warnings)
     backends: dict[str, str] = field(default_factory=dict)
+    events: dict[tuple[str, str], list[EventRecord]] = field(default_factory=dict)
+
+    def add_events(self, events: Iterable[LogEvent]) -> None:
+        """Keep span events that came as log records, for :meth:`attach_events`."""
+        for e in events:
+            self.events.setdefault((e.trace_id, e.span_id), []).append(
+                (e.name, e.time_ns, e.attributes)
+            )
+
+    def attach_events(self) -> None:
+        """Read the kept log-record events as span events of their spans
+        (:func:`tracer.spans.events.with_events`); those whose span is not loaded are
+        counted in the warnings."""
+        if not self.events:
+            return
+        pending = self.events
+        self.events = {}
+        for trace_id, spans in self.traces.items():
+            for n, s in enumerate(spans):
+                own = pending.pop((trace_id, s.span_id), None)
+                if own is not None:
+                    spans[n] = with_events(s, own)
+        if pending:
+            self.warnings.skip(
+                f"{sum(map(len, pending.values()))} log records belong to spans that were "
+                "not loaded: give their trace files too",
+                0,
+            )
 
     @property
     def span_count(self) -> int:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis._parallel import gc_paused
 from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._sketch import sketch_note
 from tracer.analysis._table import _NONE, Columns, Projected
@@ -26,6 +25,7 @@ from tracer.analysis.breakdown import client_first_token, group_key
 from tracer.analysis.critical_path import trace_dependencies, ttft_view
 from tracer.analysis.dependencies import critical_times
 from tracer.analysis.dependencies import retime as retime_model
+from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loadmodel import LoadWhatIf
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.substages import covers
@@ -97,7 +97,7 @@ def what_if(
         ConfigError: ``speedup`` is not positive, or no trace has ``stage``.
         NoUsableDataError: no trace could be analysed.
     """
-    from tracer.analysis._attribute import Attributor
+    from tracer.analysis.execution.attribute import Attributor
 
     projection = Projection(stage, speedup)
     attribute = Attributor("stage", stage_map, projection=projection)

@@ -109,7 +109,8 @@ def collect(
     min_body_rate: str,
     keep_content: bool,
 ) -> None:
-    """Run the embedded OTLP/HTTP receiver (POST /v1/traces) into a span store.
+    """Run the embedded OTLP/HTTP receiver (POST /v1/traces; POST /v1/logs for the
+    events of spans sent as log records) into a span store.
 
     SIGTERM or Ctrl-C stops it cleanly: every request in flight is answered (committed,
     or refused with 503 so the exporter sends it again) and the store is closed.
@@ -148,7 +149,8 @@ def collect(
         else "off (any client that reaches the port may send spans; --token turns it on)"
     )
     click.echo(
-        f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces -> {path}\n"
+        f"hoptrace collector: OTLP/HTTP on http://{host}:{port}/v1/traces and /v1/logs "
+        f"-> {path}\n"
         f"  point exporters at it: OTEL_EXPORTER_OTLP_ENDPOINT=http://{host}:{port}\n"
         f"  authentication: {auth}\n"
         f"  prompt and completion attributes: {content}\n"

@@ -27,6 +27,7 @@ from tracer import attributes as attrs
 from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, attribute_problem
 from tracer.spans.model import Span, kind_from_name
 from tracer.spans.otlp import (
+    _DETAIL_EVENTS,
     _MARK_ATTRIBUTES,
     _MARK_EVENTS,
     _PHASE_EVENTS,
@@ -343,6 +344,8 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                             if t <= lax and t and -lax <= t:
                                 return None
                             general = True  # copied into the attributes there
+                        elif name in _DETAIL_EVENTS:
+                            return None  # its attributes: the general path reads them
                 if general:
                     first = _first_token(start_ns, events, attributes)
                 if first is not None and not 0 < first < limit:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
+from tracer.spans._details import merge_details
 from tracer.spans._numbers import TIME_LIMIT_NS
 from tracer.spans.model import Span, Warnings, kind_from_name
 
@@ -133,7 +134,9 @@ _MARK_ATTRIBUTES = (attrs.GEN_AI_TIME_TO_FIRST_CHUNK, attrs.GEN_AI_LATENCY_TTFT)
 _PHASE_EVENTS = frozenset(
     {attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END}
 )
-_WANTED_EVENTS = _MARK_EVENTS | _PHASE_EVENTS
+#: Events whose attributes tell of their span (:mod:`tracer.spans.events`).
+_DETAIL_EVENTS = frozenset({attrs.GEN_AI_DETAILS_EVENT})
+_WANTED_EVENTS = _MARK_EVENTS | _PHASE_EVENTS | _DETAIL_EVENTS
 #: A first-token time later than this (seconds from the span's start) is not believed.
 _MAX_MARK_S = 86_400.0
 
@@ -303,7 +306,7 @@ def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int 
                 name = e.get("name")
                 if type(name) is str and name in _WANTED_EVENTS:
                     if name not in _MARK_EVENTS:
-                        break  # a phase event: the general path below copies it
+                        break  # a phase or details event: the general path below reads it
                     time_ns = _event_time(e)
                     if time_ns and (best is None or time_ns < best):
                         best = time_ns
@@ -315,6 +318,9 @@ def _first_token(start_ns: int, events: Any, attributes: dict[str, Any]) -> int 
             for e in events
             if type(e) is dict and type(e.get("name")) is str and e["name"] in _WANTED_EVENTS
         ]
+        for e in events:
+            if type(e) is dict and e.get("name") in _DETAIL_EVENTS:
+                merge_details(attributes, _attr_dict(e.get("attributes")))
         return first_token_ns(start_ns, wanted, attributes)
     if _MARK_ATTRIBUTES[0] in attributes or _MARK_ATTRIBUTES[1] in attributes:
         return first_token_ns(start_ns, (), attributes)
@@ -412,6 +418,10 @@ def spans_from_otlp_proto(request: Any, warnings: Warnings) -> Iterator[Span]:
                     warnings.skip("spans with missing or reversed times were skipped")
                     continue
                 attributes = {kv.key: _proto_value(kv.value) for kv in raw.attributes}
+                for e in raw.events:
+                    if e.name in _DETAIL_EVENTS:
+                        details = {kv.key: _proto_value(kv.value) for kv in e.attributes}
+                        merge_details(attributes, details)
                 stage = attributes.get(attrs.STAGE)
                 yield Span(
                     trace_id=trace_id,

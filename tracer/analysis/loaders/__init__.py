@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url
-from tracer.analysis._parallel import gc_paused
+from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loaders._http import ANSWER_LIMIT, QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.files import load_file, load_stream
 from tracer.analysis.loaders.store import load_store
@@ -170,6 +170,7 @@ def _load(
                 f"trace source {text!r} does not exist; give a trace file, a folder, a span "
                 "store, or a Jaeger or Tempo URL such as http://localhost:16686"
             )
+    traceset.attach_events()
     traceset = traceset.keep(TraceFilter(service, operation, run, since_ns))
     if ids is not None:
         traceset = traceset.subset(ids)

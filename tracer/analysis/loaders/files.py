@@ -1,5 +1,7 @@
 """Trace files: OTLP JSON (one object, or one per line), Jaeger v1 JSON and api/v3 JSON,
-and Tempo's trace JSON (``{"batches": [...]}``, ``{"trace": {"resourceSpans": [...]}}``).
+and Tempo's trace JSON (``{"batches": [...]}``, ``{"trace": {"resourceSpans": [...]}}``);
+OTLP JSON logs (``{"resourceLogs": [...]}``, as the Collector's file exporter writes
+them) give the events of the spans they belong to (:mod:`tracer.spans.events`).
 
 The format is told from the content, not the name. A file that cannot be read fully
 is not an error: what can be used is loaded, the rest is counted in the warnings.
@@ -16,6 +18,7 @@ from tracer._errors import SourceError
 from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
 from tracer.analysis.traceset import TraceSet
 from tracer.spans._otlp_lines import traces_from_otlp_line
+from tracer.spans.logs import LogTally, log_events_from_otlp_json
 from tracer.spans.otlp import spans_from_otlp_json
 
 __all__ = ["add_line", "add_object", "load_file", "load_stream"]
@@ -25,6 +28,16 @@ def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
     """Add the spans of one parsed JSON value; False when its shape is unknown."""
     warnings = traceset.warnings
     if isinstance(obj, dict):
+        if "resourceLogs" in obj:  # OTLP logs: the events of spans
+            tally = LogTally()
+            traceset.add_events(log_events_from_otlp_json(obj, tally))
+            if tally.dropped:
+                warnings.skip(
+                    f"{origin}: {tally.dropped} log records without a trace and span id, "
+                    "an event name or a usable time were not used",
+                    0,
+                )
+            return True
         if "resourceSpans" in obj:
             traceset.add(spans_from_otlp_json(obj, warnings))
             return True

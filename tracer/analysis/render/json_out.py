@@ -95,6 +95,27 @@ def analysis_dict(
             tokens["cost_per_request"] = number(cost)
             tokens["cost_per_1k_requests"] = number(cost * 1000)
         out["tokens"] = tokens
+    if a.cache is not None:
+        c = a.cache
+        out["cache"] = {
+            "requests": c.requests,
+            "cached_tokens_per_request": number(c.cached_mean),
+            "cached_share_of_prompt_tokens": number(c.cached_share),
+            "ttft_by_cached_fraction": [
+                {
+                    "cached": b.name,
+                    "requests": b.requests,
+                    "ttft_p50_ms": None if b.ttft_p50_ms is None else number(b.ttft_p50_ms),
+                    "ttft_p90_ms": None if b.ttft_p90_ms is None else number(b.ttft_p90_ms),
+                    "model_ttft_p50_ms": None
+                    if b.model_ttft_p50_ms is None
+                    else number(b.model_ttft_p50_ms),
+                }
+                for b in c.buckets
+            ],
+        }
+    if a.coordinator_ttft is not None:
+        out["coordinator_ttft_ms"] = stats_dict(a.coordinator_ttft)
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis, Stats
+from tracer.analysis.cache import CacheStats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
 from tracer.analysis.substages import covers, nested, parent_of
@@ -15,6 +16,7 @@ __all__ = [
     "SUB_MARK",
     "Section",
     "analysis_sections",
+    "cache_section",
     "comparison_sections",
     "fmt_ms",
     "fmt_pct",
@@ -154,6 +156,10 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
     head.notes.append(_stats_line("end-to-end", a.e2e))
     if a.ttft is not None:
         head.notes.append(_stats_line("time to first token, as the client sees it", a.ttft))
+    if a.coordinator_ttft is not None:
+        head.notes.append(
+            _stats_line("time to first token at the prefill/decode coordinator", a.coordinator_ttft)
+        )
     if a.model_ttft is not None:
         head.notes.append(_stats_line("time to first token inside the model server", a.model_ttft))
         if a.ttft is not None:
@@ -229,6 +235,8 @@ def analysis_sections(
         if cost is not None:
             tok.notes.append(f"cost: {cost:.6f} per request, {cost * 1000:.4f} per 1,000 requests")
         sections.append(tok)
+    if a.cache is not None:
+        sections.append(cache_section(a.cache))
     counts = warnings_note(a)
     if counts is not None:
         warn = Section("Warnings")
@@ -403,3 +411,27 @@ def comparison_sections(c: Comparison, prices: Prices | None = None) -> list[Sec
     if costs[0] is not None and costs[1] is not None:
         head.notes.append(f"cost per request: {costs[0]:.6f} -> {costs[1]:.6f}")
     return [head]
+
+
+def cache_section(c: CacheStats) -> Section:
+    """Cached prompt tokens, and TTFT by how much of the prompt was cached."""
+    sec = Section(
+        "Prefix cache",
+        ["prompt cached", "requests", "TTFT p50", "TTFT p90", "model TTFT p50"],
+    )
+    sec.notes.append(
+        f"{c.cached_mean:,.1f} cached prompt tokens per request over {c.requests} requests: "
+        f"{c.cached_share:.0%} of their prompt tokens"
+    )
+    labels = {"none": "none", "partial": "under half", "mostly": "half or more"}
+    for b in c.buckets:
+        sec.rows.append(
+            [
+                labels[b.name],
+                str(b.requests),
+                "-" if b.ttft_p50_ms is None else fmt_ms(b.ttft_p50_ms),
+                "-" if b.ttft_p90_ms is None else fmt_ms(b.ttft_p90_ms),
+                "-" if b.model_ttft_p50_ms is None else fmt_ms(b.model_ttft_p50_ms),
+            ]
+        )
+    return sec

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracer._errors import positive_setting
-from tracer.analysis._attribute import Attributor
-from tracer.analysis._lines import BUFFER, OFFSET_BITS, LineTally, parse, spans_of
-from tracer.analysis._lines import lines as lines_in
-from tracer.analysis._lines import seq as seq_of
-from tracer.analysis._lines import where as place_of
 from tracer.analysis._table import TraceTable
+from tracer.analysis.execution.attribute import Attributor
+from tracer.analysis.execution.lines import BUFFER, OFFSET_BITS, LineTally, parse
+from tracer.analysis.execution.lines import lines as lines_in
+from tracer.analysis.execution.lines import seq as seq_of
+from tracer.analysis.execution.lines import where as place_of
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
@@ -44,15 +44,10 @@ __all__ = [
     "window_spans",
 ]
 
-#: Spans read past a trace's last span before it counts as complete.
-WINDOW_SPANS = 100_000
-#: Dropped trace parts read again (a later part came) before a range stops dropping
-#: them, if they are more than 2% of the parts dropped: in such input (big lines
-#: of traces cut across lines) reading a line again costs more than holding spans.
-_RESTORES = 64
-#: Spans read past a part of a trace whose shape was not known when it was read before
-#: it is looked at again (see stream_range).
-LEARN_AFTER = 10_000
+#: Spans read past a trace's last span before it counts as complete (docs/scaling.md:
+#: 20,000 held 50 MiB less than 100,000 on a million spans, at the same speed; a trace
+#: whose parts lie further apart is joined at the end, as the module docstring says).
+WINDOW_SPANS = 20_000
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
@@ -83,25 +78,11 @@ def stream_range(
     Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
     is told the bytes read every 256 lines.
     """
-    # id -> [spans, seq, last span number, last end, ticket]
+    # id -> [spans, seq, last span number, last end]
     open_traces: dict[str, list[Any]] = {}
     queue: deque[tuple[int, str]] = deque()
     seen = pending = 0
     sink = TraceSet(warnings=loaded)
-    # An Attributor takes a trace's batch ticket as soon as its spans are read (while
-    # they are in the caches) and then needs only the ticket: the spans are dropped
-    # at once, and read again from the file only if the trace turns out to need them
-    # (a later part of it, or a batch that gives it back).
-    early = None
-    if isinstance(attribute, Attributor) and attribute.takes_tickets:
-        early = attribute.early
-        attribute.files[file_index] = path
-    dropped = restored = 0  # parts dropped with a ticket; of those, read again
-    # Parts whose shape was not known when read are looked at again LEARN_AFTER spans
-    # later, when a quiet trace may teach its shape: the first window need not pass
-    # before the stream drops spans (the trace is still attributed at the window).
-    second: deque[tuple[int, str]] = deque()
-    learning = early is not None and window > LEARN_AFTER
     with open(path, "rb", buffering=BUFFER) as fh:
         for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
             parse(line, sink, path, lines)
@@ -111,42 +92,18 @@ def stream_range(
                     seen += len(spans)
                     entry = open_traces.get(tid)
                     if entry is None:
-                        seq = seq_of(file_index, offset, slot)
-                        ticket, drop = (None, False) if early is None else early(tid, spans)
-                        if drop:
-                            open_traces[tid] = [None, seq, seen, end, ticket]
-                            dropped += 1
-                        else:  # with its ticket, if it has one: not worked out again
-                            open_traces[tid] = [spans, seq, seen, end, ticket]
-                            if learning and ticket is None:
-                                second.append((seen, tid))
+                        open_traces[tid] = [spans, seq_of(file_index, offset, slot), seen, end]
                     else:
-                        if entry[0] is None:  # its first part was dropped: read it again
-                            count = entry[4][0].n
-                            entry[0] = spans_of(path, tid, entry[1], entry[3], count, fh)
-                            restored += 1
-                            if restored > _RESTORES and restored * 50 > dropped:
-                                early = None  # more than 2% came back: keep spans from now
                         entry[0].extend(spans)
-                        entry[2], entry[3], entry[4] = seen, end, None
-                        if learning:
-                            second.append((seen, tid))
+                        entry[2], entry[3] = seen, end
                     queue.append((seen, tid))
                 sink.traces = {}
-                while second and seen - second[0][0] > LEARN_AFTER:
-                    mark, tid = second.popleft()
-                    entry = open_traces.get(tid)
-                    if early is not None and entry is not None and entry[2] == mark:
-                        entry[4], drop = early(tid, entry[0], True)
-                        if drop:
-                            entry[0] = None
-                            dropped += 1
                 while queue and seen - queue[0][0] > window:
                     mark, tid = queue.popleft()
                     entry = open_traces.get(tid)
                     if entry is not None and entry[2] == mark:
                         del open_traces[tid]
-                        _complete(attribute, tid, entry)
+                        attribute(tid, entry[0], entry[1], entry[3])
             if progress is not None:
                 pending += len(line)
                 if n % 256 == 0:
@@ -154,16 +111,8 @@ def stream_range(
                     pending = 0
     if progress is not None and pending:
         progress(pending)
-    for tid, entry in open_traces.items():
-        _complete(attribute, tid, entry)
-
-
-def _complete(attribute: Callable[..., None], tid: str, entry: list[Any]) -> None:
-    spans, seq, _, end, ticket = entry
-    if ticket is None:
+    for tid, (spans, seq, _, end) in open_traces.items():
         attribute(tid, spans, seq, end)
-    else:
-        attribute(tid, spans, seq, end, ticket)
 
 
 def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:

@@ -11,7 +11,9 @@ in prefill and in decode. With S the span and FT = S.start + time_to_first_token
 TGI's request span records ``validation_time`` and ``queue_time`` (Rust durations such
 as ``"3.911207ms"``): the queue is [S.start + validation, + queue]. Triton's model span
 has a ``QUEUE_START`` event, and its ``compute`` child starts at ``COMPUTE_START``: the
-queue lies between them. Every
+queue lies between them. llm-d's P/D proxy records its phases in milliseconds, one
+after the other from its request span's start: prefill, the KV cache's transfer
+(``inference.kv_transfer``), decode. Every
 interval is clipped to S; a missing value means no interval. The analyzer adds the
 intervals as children of S, so they take part in the critical-path walk and in what-if
 retiming like spans; what is left of S is its own ``inference`` time.
@@ -23,11 +25,42 @@ from tracer import attributes as attrs
 from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
-__all__ = ["engine_intervals", "rust_duration_ns"]
+__all__ = ["PHASE_KEYS", "coordinator_ttft_ns", "engine_intervals", "rust_duration_ns"]
+
+#: The attributes whose values :func:`engine_intervals` reads (the batches read them
+#: per trace, through it, rather than keying a shape on them).
+PHASE_KEYS = frozenset(
+    {
+        attrs.GEN_AI_LATENCY_TTFT,
+        attrs.GEN_AI_LATENCY_PREFILL,
+        attrs.GEN_AI_LATENCY_QUEUE,
+        attrs.GEN_AI_LATENCY_DECODE,
+        attrs.TGI_VALIDATION_TIME,
+        attrs.TGI_QUEUE_TIME,
+        attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START,
+        attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START,
+        attrs.LLMD_PREFILL_MS,
+        attrs.LLMD_KV_TRANSFER_MS,
+        attrs.LLMD_DECODE_MS,
+    }
+)
 
 
 def _seconds_ns(span: Span, key: str) -> int | None:
     return seconds_ns(span.attributes.get(key))
+
+
+def _ms_ns(span: Span, key: str) -> int | None:
+    value = span.attributes.get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return seconds_ns(value / 1000)
+    return None
+
+
+def coordinator_ttft_ns(span: Span) -> int | None:
+    """The time to first token a P/D coordinator (llm-d's proxy) measured, ns from its
+    span's start; None when the span has none."""
+    return _ms_ns(span, attrs.LLMD_TRUE_TTFT_MS)
 
 
 def engine_intervals(
@@ -68,6 +101,17 @@ def engine_intervals(
         compute_start_ns = computing + shift
     if type(queued) is int and 0 <= queued < TIME_LIMIT_NS and compute_start_ns is not None:
         raw.append((attrs.INFERENCE_QUEUE, queued + shift, compute_start_ns))
+    prefill_pd = _ms_ns(span, attrs.LLMD_PREFILL_MS)
+    if prefill_pd is not None:
+        at = start_ns
+        for sub, length in (
+            (attrs.INFERENCE_PREFILL, prefill_pd),
+            (attrs.INFERENCE_KV_TRANSFER, _ms_ns(span, attrs.LLMD_KV_TRANSFER_MS)),
+            (attrs.INFERENCE_DECODE, _ms_ns(span, attrs.LLMD_DECODE_MS)),
+        ):
+            if length is not None:
+                raw.append((sub, at, at + length))
+                at += length
     out = []
     for stage, lo, hi in raw:
         if lo is None or hi is None:

@@ -2,7 +2,7 @@
 
 One partition-and-merge design serves both: the files are cut into byte ranges on
 line boundaries (one range per file for one process; the bytes spread evenly over
-the workers otherwise). Each partition is streamed (:mod:`tracer.analysis._stream`)
+the workers otherwise). Each partition is streamed (:mod:`tracer.analysis.execution.stream`)
 into a compact :class:`~tracer.analysis._table.TraceTable`; the tables are merged in
 input order; the traces that straddle partitions (or straggled past the window) are
 found by id, read again and attributed whole; then the rows are aggregated. The
@@ -24,8 +24,11 @@ from typing import Any
 import orjson
 
 from tracer._errors import ConfigError, HoptraceError
-from tracer.analysis._parallel import gc_paused
-from tracer.analysis._stream import (
+from tracer.analysis._table import Projected, TraceTable
+from tracer.analysis.aggregate import Analysis, aggregate_table
+from tracer.analysis.breakdown import GROUP_BY
+from tracer.analysis.execution.parallel import gc_paused
+from tracer.analysis.execution.stream import (
     Attributor,
     LineTally,
     join_parts,
@@ -33,9 +36,6 @@ from tracer.analysis._stream import (
     stream_store,
     window_spans,
 )
-from tracer.analysis._table import Projected, TraceTable
-from tracer.analysis.aggregate import Analysis, aggregate_table
-from tracer.analysis.breakdown import GROUP_BY
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceFilter
 from tracer.spans.model import Warnings
@@ -150,7 +150,7 @@ def analyze_files(
     """Stream and attribute ``paths`` on ``workers`` processes; see the module docstring.
 
     ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`; ``window``
-    is the streaming window in spans (:func:`~tracer.analysis._stream.window_spans`);
+    is the streaming window in spans (:func:`~tracer.analysis.execution.stream.window_spans`);
     ``split_by``, ``projection`` and ``exact_traces`` are as in
     :func:`~tracer.analysis.analyze`.
     ``progress(phase, done, total)`` is called about ten times a second while reading

@@ -1,26 +1,23 @@
-"""Where a streamed trace is in its input, and reading its lines again.
+"""Where a streamed trace is in its input, and reading lines.
 
 A trace's place is one int, ``seq``: the file's index, the byte offset of the line its
 first span is on, and its order among the traces of that line (:func:`seq`,
 :func:`where`). With ``last_end`` (the end of its last line) it is enough to read the
-trace again without reading anything else: the straggler join, the exemplar
-waterfalls, and a trace whose spans the streaming loop dropped once it had the
-trace's batch ticket (:func:`spans_of`).
+trace again without reading anything else: the straggler join and the exemplar
+waterfalls do.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from tracer._errors import SourceError
 from tracer.analysis.loaders.files import LINE_BAD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
-from tracer.spans.model import Span, Warnings
+from tracer.spans.model import Warnings
 
-__all__ = ["BUFFER", "OFFSET_BITS", "LineTally", "lines", "parse", "seq", "spans_of", "where"]
+__all__ = ["BUFFER", "OFFSET_BITS", "LineTally", "lines", "parse", "seq", "where"]
 
 OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
 BUFFER = 1 << 20  # read buffer: lines of OTLP JSON are tens of kilobytes
@@ -78,40 +75,3 @@ def parse(line: bytes, sink: TraceSet, origin: str, tally: LineTally) -> None:
         tally.bad += 1
     elif got == LINE_UNKNOWN:
         tally.unknown += 1
-
-
-def spans_of(
-    path: str, trace_id: str, at: int, last_end: int, count: int, fh: BinaryIO | None = None
-) -> list[Span]:
-    """The ``count`` spans of one trace read again from ``path`` (or the open ``fh`` of
-    it, whose position is left alone), from the line where it starts (``seq`` ``at``) to
-    the end of its last line, in the order of the input.
-
-    Raises:
-        SourceError: the file no longer holds those spans there (it changed while it
-            was being read: a Collector rotating or truncating its output).
-    """
-    start = where(at)[1]
-    try:
-        if fh is None:
-            with open(path, "rb", buffering=0) as raw:
-                data = os.pread(raw.fileno(), last_end - start, start)
-        else:
-            data = os.pread(fh.fileno(), last_end - start, start)
-    except OSError as exc:
-        raise SourceError(f"cannot read {path!r} again: {exc.strerror or exc}") from None
-    sink = TraceSet(warnings=Warnings())  # what the first read warned of is not said again
-    found: list[Span] = []
-    pos = 0
-    while pos < len(data):  # lines as readline cuts them: after each b"\n"
-        stop = data.find(b"\n", pos) + 1 or len(data)
-        parse(data[pos:stop], sink, path, LineTally())
-        found.extend(sink.traces.get(trace_id, ()))
-        sink.traces = {}
-        pos = stop
-    if len(found) != count:
-        raise SourceError(
-            f"{path!r} changed while it was read: trace {trace_id} had {count} spans at "
-            f"bytes {start}-{last_end}, now {len(found)}"
-        )
-    return found

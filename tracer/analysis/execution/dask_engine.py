@@ -1,6 +1,6 @@
 """``--engine dask``: OTLP JSON-lines files and the span store analysed on a Dask cluster.
 
-The local engine's partition-and-merge design (:mod:`tracer.analysis._bigfile`), with
+The local engine's partition-and-merge design (:mod:`tracer.analysis.execution.bigfile`), with
 Dask tasks for partitions:
 
 - **Files** are cut into byte ranges on line boundaries (about
@@ -41,19 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import ConfigError, HoptraceError, SourceError
-from tracer.analysis._bigfile import Range, _partition, _ranges, merge_partitions
-from tracer.analysis._parallel import gc_paused
-from tracer.analysis._parallel import workers as worker_count
-from tracer.analysis._stream import (
+from tracer.analysis._table import Projected, TraceTable
+from tracer.analysis.aggregate import Analysis, aggregate_table
+from tracer.analysis.breakdown import GROUP_BY
+from tracer.analysis.execution.bigfile import Range, _partition, _ranges, merge_partitions
+from tracer.analysis.execution.parallel import gc_paused
+from tracer.analysis.execution.parallel import workers as worker_count
+from tracer.analysis.execution.stream import (
     Attributor,
     LineTally,
     attribute_parts,
     stream_store,
     window_spans,
 )
-from tracer.analysis._table import Projected, TraceTable
-from tracer.analysis.aggregate import Analysis, aggregate_table
-from tracer.analysis.breakdown import GROUP_BY
 from tracer.analysis.loaders._http import Fetched
 from tracer.analysis.prepare import PreparedTrace, StageMap
 from tracer.analysis.traceset import TraceFilter, TraceSet
@@ -78,7 +78,7 @@ STORE_PARTS_PER_WORKER = 4
 
 DASK_MISSING = "--engine dask needs Dask, which is not installed: pip install 'hoptrace[dask]'"
 
-#: ``progress(phase, done, total)``, as :data:`tracer.analysis.pipeline.Progress`.
+#: ``progress(phase, done, total)``, as :data:`tracer.analysis.execution.pipeline.Progress`.
 Progress = Callable[[str, int, int], None]
 #: What each task attributes with: (group_by, stage map, selection, split_by, projection).
 How = tuple[

@@ -156,8 +156,8 @@ def analyze_sources(
 
 def _tempo_on_dask(url: str, since: str | None, **kwargs: Any) -> Analysis:
     """A Tempo URL on Dask: searched here, fetched and attributed on the workers
-    (:func:`~tracer.analysis._dask.analyze_tempo` with ``kwargs``)."""
-    from tracer.analysis import _dask
+    (:func:`~tracer.analysis.execution.dask_engine.analyze_tempo` with ``kwargs``)."""
+    from tracer.analysis.execution import dask_engine as _dask
 
     lookback_s = parse_duration(since) if since else 3600.0
     return _dask.analyze_tempo(url, lookback_s=lookback_s, **kwargs)
@@ -180,8 +180,8 @@ def _streamed(
     scheduler: str | None = None,
 ) -> Analysis | None:
     from collector.store import default_store_path, is_store_file
-    from tracer.analysis._bigfile import analyze_files, analyze_store, eligible
-    from tracer.analysis._parallel import workers as worker_count
+    from tracer.analysis.execution.bigfile import analyze_files, analyze_store, eligible
+    from tracer.analysis.execution.parallel import workers as worker_count
 
     if any(is_url(s) or s == "-" for s in sources):
         return None
@@ -189,7 +189,7 @@ def _streamed(
     if len(paths) == 1 and paths[0].is_file() and is_store_file(paths[0]):
         worker_count(workers)  # a bad setting is an error on every path
         if engine == "dask":
-            from tracer.analysis import _dask
+            from tracer.analysis.execution import dask_engine as _dask
 
             return _dask.analyze_store(
                 paths[0],
@@ -205,7 +205,7 @@ def _streamed(
     if not eligible(paths, min_bytes=0):
         return None
     if engine == "dask":
-        from tracer.analysis import _dask
+        from tracer.analysis.execution import dask_engine as _dask
 
         return _dask.analyze_files(
             paths, group_by, stage_map, keep, progress, window_spans,
@@ -226,7 +226,7 @@ def exemplar_traces(sources: Sequence[str], analysis: Analysis) -> TraceSet:
         SourceError: a source can no longer be read.
     """
     from collector.store import SpanStore, default_store_path, is_store_file
-    from tracer.analysis._stream import read_traces
+    from tracer.analysis.execution.stream import read_traces
 
     cols = analysis.columns
     where = {}

@@ -4,7 +4,7 @@
 Each function is its scalar twin, step for step (``prepare._fix_clocks``,
 ``critical_path.ttft_view``, and the dependency model's walk of
 :mod:`tracer.analysis.dependencies`), on the same nanoseconds:
-:mod:`tracer.analysis._shapes` batches the traces, these walk them.
+:mod:`tracer.analysis.execution.batches` batches the traces, these walk them.
 """
 
 from __future__ import annotations

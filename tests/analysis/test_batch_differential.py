@@ -1,0 +1,316 @@
+"""The batches and the scalar path (``HOPTRACE_BATCH=off``) give the same JSON, whatever
+a span carries: random traces of a chain with a serving engine, written as a
+Collector's file exporter writes them (one line per service, a trace's parts on
+several lines), where every field of a span varies from trace to trace: status,
+kind, events (first-token and phase events), links, attributes (stage rules, engine
+latencies, token counts, model names, values of every type) and the resource.
+
+The key of a batch is derived from what the scalar path's decisions read
+(``tracer/analysis/execution/shapes.py``); this test is the proof that nothing a
+decision reads escapes it."""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+import orjson
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracer.analysis import analyze_sources, load, what_if
+from tracer.analysis.execution import attribute as attribute_module
+from tracer.analysis.execution.shapes import FIELDS
+from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
+from tracer.spans.model import Span
+
+T0 = 1_760_000_000_000_000_000
+MS = 1_000_000
+
+#: (service, name, kind, parent, attributes): a client, a gateway with auth, an app
+#: calling a model through an LLM span, and a vLLM-like engine request span.
+_CHAIN = [
+    ("client", "chat", 1, -1, {"hoptrace.stage": "client"}),
+    ("client", "POST", 3, 0, {}),
+    ("gateway", "POST /v1/chat", 2, 1, {"hoptrace.stage": "gateway"}),
+    ("gateway", "verify key", 1, 2, {"hoptrace.stage": "auth"}),
+    ("gateway", "POST", 3, 2, {}),
+    ("app", "POST /generate", 2, 4, {}),
+    ("app", "build context", 1, 5, {"hoptrace.stage": "context"}),
+    ("app", "chat llama", 1, 5, {"gen_ai.operation.name": "chat"}),
+    ("app", "POST", 3, 7, {}),
+    (
+        "vllm",
+        "llm_request",
+        2,
+        8,
+        {
+            "gen_ai.request.model": "llama",
+            "gen_ai.usage.prompt_tokens": 40,
+            "gen_ai.usage.completion_tokens": 12,
+            "gen_ai.latency.time_to_first_token": 0.03,
+            "gen_ai.latency.time_in_queue": 0.004,
+            "gen_ai.latency.time_in_model_prefill": 0.02,
+            "gen_ai.latency.time_in_model_decode": 0.05,
+        },
+    ),
+    ("app", "postprocess", 1, 5, {"hoptrace.stage": "postprocess"}),
+]
+_KEYS = [
+    "gen_ai.operation.name",
+    "gen_ai.system",
+    "openinference.span.kind",
+    "hoptrace.stage",
+    "gen_ai.request.model",
+    "gen_ai.response.model",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.latency.time_in_queue",
+    "gen_ai.latency.time_in_model_prefill",
+    "gen_ai.latency.time_in_model_decode",
+    "gen_ai.latency.time_to_first_token",
+    "gen_ai.response.time_to_first_chunk",
+    "http.route",
+    "error.type",
+    "db.system",
+    "rpc.system",
+    "messaging.system",
+]
+_VALUES = st.one_of(
+    st.sampled_from(["chat", "LLM", "CHAIN", "auth", "inference", "openai", "llama", "x"]),
+    st.integers(-5, 5000),
+    st.floats(-1.0, 2.0, allow_nan=False),
+    st.booleans(),
+    st.lists(st.sampled_from(["a", "b"]), max_size=2),
+)
+_EVENTS = st.sampled_from(
+    [
+        "hoptrace.first_token",
+        "gen_ai.content.completion.chunk",
+        "First Token Stream Event",
+        "QUEUE_START",
+        "COMPUTE_START",
+        "exception",
+        "log",
+    ]
+)
+#: One change to one span of a trace: (span, what, value).
+_CHANGE = st.one_of(
+    st.tuples(st.integers(0, len(_CHAIN) - 1), st.just("status"), st.sampled_from([0, 1, 2])),
+    st.tuples(st.integers(0, len(_CHAIN) - 1), st.just("kind"), st.integers(1, 5)),
+    st.tuples(
+        st.integers(0, len(_CHAIN) - 1),
+        st.just("event"),
+        st.tuples(_EVENTS, st.floats(0.0, 1.2)),
+    ),
+    st.tuples(st.integers(0, len(_CHAIN) - 1), st.just("link"), st.integers(0, 3)),
+    st.tuples(
+        st.integers(0, len(_CHAIN) - 1),
+        st.just("attribute"),
+        st.tuples(st.sampled_from(_KEYS), _VALUES),
+    ),
+    st.tuples(
+        st.integers(0, len(_CHAIN) - 1),
+        st.just("drop"),
+        st.sampled_from(sorted({k for *_, a in _CHAIN for k in a})),
+    ),
+    st.tuples(
+        st.integers(0, len(_CHAIN) - 1),
+        st.just("resource"),
+        st.sampled_from(["service.version", "service.name", "host.name"]),
+    ),
+)
+#: A trace: its changes, and its times (how far each span runs inside its parent).
+_TRACE = st.tuples(
+    st.lists(_CHANGE, max_size=2),
+    st.lists(st.floats(0.05, 1.0), min_size=len(_CHAIN), max_size=len(_CHAIN)),
+)
+
+
+def _value(v: object) -> dict:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _attributes(a: dict) -> list[dict]:
+    return [{"key": k, "value": _value(v)} for k, v in a.items()]
+
+
+def _otlp(number: int, changes: list, fractions: list[float]) -> dict[str, list[tuple[dict, dict]]]:
+    """The trace's spans as OTLP JSON, by (service, resource): (resource attributes,
+    span) pairs."""
+    tid = f"{number + 1:032x}"
+    start, end = [0] * len(_CHAIN), [0] * len(_CHAIN)
+    spans = []
+    for i, (service, name, kind, parent, attributes) in enumerate(_CHAIN):
+        if parent < 0:
+            start[i], end[i] = T0 + number * 10_000 * MS, T0 + number * 10_000 * MS + 2_000 * MS
+        else:
+            room = end[parent] - start[parent]
+            start[i] = start[parent] + room // 20
+            end[i] = start[i] + int((room - room // 10) * fractions[i])
+        spans.append(
+            {
+                "service": service,
+                "resource": {"service.name": service},
+                "span": {
+                    "traceId": tid,
+                    "spanId": f"{i + 1:016x}",
+                    "parentSpanId": "" if parent < 0 else f"{parent + 1:016x}",
+                    "name": name,
+                    "kind": kind,
+                    "startTimeUnixNano": str(start[i]),
+                    "endTimeUnixNano": str(end[i]),
+                    "attributes": dict(attributes),
+                    "events": [],
+                    "links": [],
+                    "status": {},
+                },
+            }
+        )
+    for i, what, value in changes:
+        span = spans[i]["span"]
+        if what == "status":
+            span["status"] = {"code": value}
+        elif what == "kind":
+            span["kind"] = value
+        elif what == "event":
+            name, at = value
+            t = start[i] + int((end[i] - start[i]) * at)
+            span["events"].append({"name": name, "timeUnixNano": str(t)})
+        elif what == "link":
+            span["links"].append({"traceId": f"{value + 99:032x}", "spanId": f"{value + 1:016x}"})
+        elif what == "attribute":
+            span["attributes"][value[0]] = value[1]
+        elif what == "drop":
+            span["attributes"].pop(value, None)
+        else:
+            service = spans[i]["service"]
+            spans[i]["resource"][value] = service + "-2" if value == "service.name" else "v2"
+    by: dict[str, list[tuple[dict, dict]]] = {}
+    for s in spans:
+        s["span"]["attributes"] = _attributes(s["span"]["attributes"])
+        resource = s["resource"]
+        by.setdefault(orjson.dumps(resource).decode(), []).append((resource, s["span"]))
+    return by
+
+
+def _write(path: Path, traces: list) -> Path:
+    """Lines as a Collector's file exporter writes them: each service's spans of a few
+    traces together, and a trace's services on different lines."""
+    lines: list[bytes] = []
+    pending: dict[str, list[tuple[dict, dict]]] = {}
+    for number, (changes, fractions) in enumerate(traces):
+        for key, pairs in _otlp(number, changes, fractions).items():
+            pending.setdefault(key, []).extend(pairs)
+        if number % 3 == 2 or number == len(traces) - 1:
+            for pairs in pending.values():
+                resource = pairs[0][0]
+                lines.append(
+                    orjson.dumps(
+                        {
+                            "resourceSpans": [
+                                {
+                                    "resource": {"attributes": _attributes(resource)},
+                                    "scopeSpans": [{"spans": [span for _, span in pairs]}],
+                                }
+                            ]
+                        }
+                    )
+                )
+            pending = {}
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@contextmanager
+def _batch(mode: str):
+    old = os.environ.get("HOPTRACE_BATCH")
+    os.environ["HOPTRACE_BATCH"] = mode
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["HOPTRACE_BATCH"]
+        else:
+            os.environ["HOPTRACE_BATCH"] = old
+
+
+def _outputs(path: Path) -> list[str]:
+    out = []
+    for group_by in ("stage", "service"):
+        analysis, _ = analyze_sources([str(path)], group_by=group_by, workers=1)
+        out.append(dumps(analysis_dict(analysis)))
+    traces = load([str(path)])
+    out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
+    return out
+
+
+def _both(path: Path) -> tuple[list[str], list[str], int]:
+    """(scalar, batched) outputs of ``path`` and how many traces the batches took."""
+    taken: list[bool] = []
+    offer = attribute_module.ShapeBatcher.offer
+
+    def counting(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        took = offer(self, *args, **kwargs)
+        taken.append(took)
+        return took
+
+    with _batch("off"):
+        scalar = _outputs(path)
+    attribute_module.ShapeBatcher.offer = counting  # type: ignore[method-assign]
+    try:
+        with _batch("on"):
+            batched = _outputs(path)
+    finally:
+        attribute_module.ShapeBatcher.offer = offer  # type: ignore[method-assign]
+    return scalar, batched, sum(taken)
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    base=st.lists(_CHANGE, max_size=2),
+    traces=st.lists(_TRACE, min_size=8, max_size=30),
+)
+def test_batched_and_scalar_json_agree_whatever_each_span_carries(tmp_path, base, traces):
+    # Every trace takes the base changes (so that shapes repeat and the batches take
+    # traces) and its own.
+    traces = [(base + changes, fractions) for changes, fractions in traces]
+    scalar, batched, _ = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert batched == scalar
+
+
+def test_the_batches_take_the_engine_chain_and_agree(tmp_path):
+    """The comparison above runs the batches, not the scalar path twice: traces of the
+    chain with its engine span (phases, marks, tokens) are taken, errors and events
+    among them."""
+    traces = [
+        (
+            [(3, "status", 2)] if i % 4 == 0 else [(9, "event", ("hoptrace.first_token", 0.3))],
+            [0.2 + 0.7 * ((i * 37 + k * 11) % 10) / 10 for k in range(len(_CHAIN))],
+        )
+        for i in range(40)
+    ]
+    scalar, batched, taken = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert batched == scalar
+    # two shapes (an error at auth, a first-token event at the engine), each learned
+    # once per output: the rest of the 40 traces are batched in each of the three
+    assert taken >= 3 * (40 - 2 * 2)
+
+
+def test_every_field_of_a_span_is_classified_for_the_batches():
+    """A new field of a span must say how the batches treat it (in the key, read per
+    trace, ...): else a decision that read it could make the batches drift."""
+    assert set(Span.__struct_fields__) == set(FIELDS)
