@@ -173,6 +173,7 @@ def test_queued_traces_keep_their_spans_only_while_the_batch_may_give_them_back(
     scalar = Attributor(group_by="stage", stage_map=None, batched=False)
     for seq, spans in enumerate([traces[0], traces[1], skewed]):
         scalar(spans[0].trace_id, spans, seq, 0)
+
     def by_id(table):
         return {b.trace_id: b for b in table.columns().breakdowns()}
 
