@@ -41,10 +41,10 @@ CONFIGS = [
     ("lan", 8, 32, "inference.decode", 10),
     ("lan", 0, 16, "inference.prefill", 10),
     ("lan", 0, 1, "inference", 10),
-    ("seed", 8, 2, "inference", 100),
-    ("seed", 8, 16, "inference", 100),
-    ("seed", 4, 8, "inference", 10),
-    ("seed", 0, 8, "auth", 0.5),
+    ("wan", 8, 2, "inference", 100),
+    ("wan", 8, 16, "inference", 100),
+    ("wan", 4, 8, "inference", 10),
+    ("wan", 0, 8, "auth", 0.5),
 ]
 
 

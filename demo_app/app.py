@@ -19,7 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from opentelemetry import trace
 
 import tracer
-from demo_app.common import NetworkLeg, delay, log_event, sse
+from demo_app.common import UNTRACED_URLS, NetworkLeg, delay, log_event, sse
 from demo_app.profiles import Profile
 from tracer import attributes as attrs
 from tracer._sse import aiter_sse_data
@@ -229,5 +229,5 @@ def create_app_app(
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    tracer.instrument_fastapi(app, stage="return")
+    tracer.instrument_fastapi(app, stage="return", excluded_urls=UNTRACED_URLS)
     return NetworkLeg(app, profile.net_gateway_app_ms, profile)

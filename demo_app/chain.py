@@ -1,6 +1,6 @@
 """Start the whole demo chain: the embedded collector and the three services.
 
-    with Chain(store_path, profile="seed") as chain:
+    with Chain(store_path, profile="wan") as chain:
         print(chain.base_url)     # http://127.0.0.1:PORT/v1 (the gateway)
 
 Services run as child processes on free loopback ports; they are stopped on exit,
@@ -73,7 +73,7 @@ class Chain:
         self,
         store_path: str | Path,
         *,
-        profile: str = "seed",
+        profile: str = "wan",
         speedup: float = 1.0,
         api_key: str = DEMO_KEY,
         rate_limit: float = 0.0,

@@ -14,7 +14,13 @@ from opentelemetry import trace
 
 from demo_app.profiles import Profile
 
-__all__ = ["NetworkLeg", "delay", "log_event", "setup_logging", "sse"]
+__all__ = ["UNTRACED_URLS", "NetworkLeg", "delay", "log_event", "setup_logging", "sse"]
+
+#: Requests the services answer without a trace (``excluded_urls`` of the FastAPI
+#: instrumentation, regular expressions searched in the URL): the chain's and docker
+#: compose's readiness checks (``GET /docs``) and the demo's own settings calls, which
+#: would otherwise fill the store with traces of no request a user made.
+UNTRACED_URLS = "/docs$,/openapi.json$,/healthz$,/admin/"
 
 _log = logging.getLogger("hoptrace.demo")
 

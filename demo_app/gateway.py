@@ -33,7 +33,7 @@ from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 import tracer
-from demo_app.common import NetworkLeg, delay, log_event, sse
+from demo_app.common import UNTRACED_URLS, NetworkLeg, delay, log_event, sse
 from demo_app.profiles import Profile
 
 __all__ = ["POOL", "GatewayConfig", "create_gateway_app"]
@@ -280,5 +280,5 @@ def create_gateway_app(profile: Profile, app_url: str, config: GatewayConfig) ->
             relay(), status_code=resp.status_code, media_type="text/event-stream"
         )
 
-    tracer.instrument_fastapi(api, stage="gateway")
+    tracer.instrument_fastapi(api, stage="gateway", excluded_urls=UNTRACED_URLS)
     return NetworkLeg(api, profile.net_client_gateway_ms, profile)

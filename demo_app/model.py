@@ -22,7 +22,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 import tracer
-from demo_app.common import NetworkLeg, log_event, sse
+from demo_app.common import UNTRACED_URLS, NetworkLeg, log_event, sse
 from demo_app.profiles import Profile
 
 __all__ = ["BATCH_SLOTS", "POOL", "create_model_app"]
@@ -177,5 +177,5 @@ def create_model_app(profile: Profile, speedup: float = 1.0, failure_rate: float
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    tracer.instrument_fastapi(app, stage="inference")
+    tracer.instrument_fastapi(app, stage="inference", excluded_urls=UNTRACED_URLS)
     return NetworkLeg(app, profile.net_app_model_ms, profile)

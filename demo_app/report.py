@@ -7,13 +7,12 @@ from typing import Any
 from demo_app.run import DemoResult
 from tracer.analysis import exemplar_waterfalls, render
 from tracer.analysis.render.json_out import number
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL
-from tracer.analysis.render.sections import Section
+from tracer.analysis.render.sections import Section, fmt_ratio
 
 __all__ = ["demo_dict", "demo_page", "demo_sections"]
 
 
-def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> list[Section]:
+def demo_sections(result: DemoResult, jaeger_url: str = "") -> list[Section]:
     """Both runs, the projection, the comparison and the answer."""
     base, cand, answer = result.baseline, result.candidate, result.answer
     k = f"{answer.speedup:g}"
@@ -34,14 +33,15 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
     summary = Section("The answer")
     how = " under load" if result.projection.model == "load" else ""
     summary.notes.append(
-        f"model {k}x faster: projected{how} end-to-end {answer.projected_p50:.2f}x at P50 "
-        f"({answer.projected_after_p50_ms:,.0f} ms), measured {answer.measured_p50:.2f}x "
+        f"model {k}x faster: projected{how} end-to-end {fmt_ratio(answer.projected_p50)} at "
+        f"P50 ({answer.projected_after_p50_ms:,.0f} ms), measured {fmt_ratio(answer.measured_p50)} "
         f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms)"
     )
     for phase, p50, p90, ttft in answer.phases:
-        first = f", first token {ttft:.2f}x sooner" if ttft is not None else ""
+        first = f", first token {fmt_ratio(ttft)} sooner" if ttft is not None else ""
         summary.notes.append(
-            f"only {phase} {k}x faster: end-to-end {p50:.2f}x at P50, {p90:.2f}x at P90{first}"
+            f"only {phase} {k}x faster: end-to-end {fmt_ratio(p50)} at P50, "
+            f"{fmt_ratio(p90)} at P90{first}"
         )
     for run, tiers in result.tiers.items():
         if tiers:
@@ -66,14 +66,23 @@ def demo_sections(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> l
         + ", ".join(f"{name} {share * 100:.0f}%" for name, share in answer.rest)
     )
     summary.notes.append(
-        f"P50 / P90 exemplar traces: {cand.exemplars['p50']} / {cand.exemplars['p90']} "
-        f"(Jaeger: {jaeger_url.rstrip('/')}/trace/<id>)"
+        f"P50 / P90 exemplar traces: {cand.exemplars['p50']} / {cand.exemplars['p90']}"
+        + (f" (Jaeger: {jaeger_url.rstrip('/')}/trace/<id>)" if jaeger_url else "")
+    )
+    summary.notes.append(
+        f"network time is simulated: the {result.profile} profile adds the latency of "
+        "each hop (loopback has almost none); --profile loopback adds nothing"
     )
     store, run = result.store_path, result.demo_id
-    summary.notes.append(
-        f"spans are in {store}: hoptrace analyze {store} --run '{run}:baseline'; "
-        f"pictures: hoptrace report {store} --run '{run}:candidate' -o report.html"
-    )
+    # One command a line, never wrapped, so each pastes whole.
+    summary.notes += [
+        f"the spans are in {store}; to look again:",
+        f"    hoptrace analyze {store} --run '{run}:baseline'",
+        f"    hoptrace compare {store} {store} --baseline-run '{run}:baseline' "
+        f"--candidate-run '{run}:candidate'",
+        f"    hoptrace report {store} --run '{run}:baseline' --stage inference --speedup {k} "
+        "-o report.html",
+    ]
     sections.append(summary)
     return sections
 
@@ -121,7 +130,7 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
     }
 
 
-def demo_page(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> render.Report:
+def demo_page(result: DemoResult, jaeger_url: str = "") -> render.Report:
     """One page: the candidate's shares and waterfalls, the projection, the comparison."""
     k = f"{result.answer.speedup:g}"
     return render.Report(
@@ -131,6 +140,17 @@ def demo_page(result: DemoResult, jaeger_url: str = DEFAULT_JAEGER_URL) -> rende
         analysis=result.candidate,
         whatif=result.projection,
         comparison=result.comparison,
-        waterfalls=exemplar_waterfalls(result.candidate, result.candidate_traces),
+        # The candidate's exemplars as measured, and the baseline's P50 exemplar as the
+        # what-if projects it (drawn in the what-if view).
+        waterfalls=exemplar_waterfalls(result.candidate, result.candidate_traces)
+        + [
+            wf
+            for wf in exemplar_waterfalls(
+                result.baseline,
+                result.baseline_traces,
+                projection=(result.projection.stage, result.projection.speedup),
+            )
+            if wf.note
+        ],
         jaeger_url=jaeger_url,
     )

@@ -79,6 +79,8 @@ class DemoResult:
     answer: DemoAnswer
     candidate_traces: TraceSet
     failures: dict[str, int]
+    #: the baseline run's traces (the what-if's projected waterfall is drawn from them)
+    baseline_traces: TraceSet | None = None
     phases: tuple[WhatIf, ...] = ()
     #: Requests per fallback tier (``hoptrace.fallback_tier``) in each run.
     tiers: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
@@ -120,7 +122,7 @@ def run_demo(
     warmup: int = 8,
     concurrency: int = 8,
     speedup: float = 100.0,
-    profile: str = "seed",
+    profile: str = "wan",
     stream: bool = True,
     progress: Progress | None = None,
     overhead: bool = True,
@@ -220,6 +222,7 @@ def run_demo(
         overhead=cost,
         candidate_traces=candidate_traces,
         failures=failures,
+        baseline_traces=baseline_traces,
     )
 
 

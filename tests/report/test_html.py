@@ -124,10 +124,10 @@ def _browser():
     return sync_playwright()
 
 
-def _open(p, url: str):
+def _open(p, url: str, width: int = 1400):
     """A page that records every request and lets none but ``url`` through."""
     browser = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
-    page = browser.new_page(viewport={"width": 1240, "height": 1000})
+    page = browser.new_page(viewport={"width": width, "height": 1000})
     requests: list[str] = []
     console: list[str] = []
     page.on("console", lambda m: console.append(m.text))
@@ -167,7 +167,13 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
             assert requests == [url]
             assert not [m for m in console if "Content Security Policy" in m]
             shots = {}
-            for element in ("#share-bars", "#whatif-bars", "#waterfall-0", "#waterfall-1"):
+            for element in (
+                "#share-bars",
+                "#whatif-bars",
+                "#waterfall-0",
+                "#waterfall-1",
+                "#waterfall-100",
+            ):
                 locator = page.locator(element)
                 assert locator.is_visible(), element
                 box = locator.bounding_box()
@@ -189,6 +195,35 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     narrow = _colour_pixels(shots["#waterfall-0"], STAGE_COLOURS["inference"])
     wide = _colour_pixels(shots["#waterfall-1"], STAGE_COLOURS["inference"])
     assert wide > narrow * 1.03
+    # The projected waterfall (inference 100x faster) is drawn at the P50 exemplar's
+    # scale: its inference bar is a sliver, so far less of it is red.
+    projected = _colour_pixels(shots["#waterfall-100"], STAGE_COLOURS["inference"])
+    assert projected < narrow / 5
+
+
+@pytest.mark.integration
+def test_report_fits_an_800_px_window_with_nothing_clipped(report):
+    """At 800 px the charts scale down with the page: every chart and its right-hand
+    caption lie inside the window, and the page does not scroll sideways."""
+    url = report.resolve().as_uri()
+    with _browser() as p:
+        browser, page, _requests, _console = _open(p, url, width=800)
+        try:
+            assert page.evaluate("document.documentElement.scrollWidth") <= 800
+            for element in ("#share-bars", "#whatif-bars", "#waterfall-0", "#waterfall-100"):
+                box = page.locator(element).bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= 800, (element, box)
+            # The longest caption ("40 traces, P50 ... ms") ends inside its chart.
+            ends = page.evaluate(
+                """() => {
+                  const svg = document.querySelector('#share-bars');
+                  const right = svg.getBoundingClientRect().right;
+                  return [...svg.querySelectorAll('text')].map(t => right - t.getBoundingClientRect().right);
+                }"""
+            )
+            assert min(ends) >= 0, ends
+        finally:
+            browser.close()
 
 
 @pytest.mark.integration

@@ -226,7 +226,7 @@ def test_shutdown_waits_at_most_the_export_timeout_then_counts_what_is_left(
             waited = time.monotonic() - started
     finally:
         exporter.release.set()
-    assert waited < 5  # 200 ms and the exporter's shutdown; not the variable's 600 s
+    assert waited < 60  # 200 ms and the exporter's shutdown; not the variable's 600 s
     assert processor.drops == SpanDrops(export_failed=3)
     said = _warnings(caplog, "not sent within 200 ms of shutdown")
     assert len(said) == 1 and "3 queued spans are dropped" in said[0]

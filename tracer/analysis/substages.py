@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-__all__ = ["covers", "nested", "parent_of"]
+from tracer.attributes import CANONICAL_STAGES
+
+__all__ = ["canonical", "covers", "nested", "parent_of"]
 
 T = TypeVar("T")
 
@@ -40,3 +42,28 @@ def nested(items: Iterable[T], name: Callable[[T], str]) -> list[T]:
         if family is not None:
             out += sorted(family, key=lambda m: "." in name(m))  # stable: parent first
     return out
+
+
+#: Where stages stand in :func:`canonical`: the request's own order, then the rest.
+_ORDER = {name: i for i, name in enumerate((*CANONICAL_STAGES, "network", "other"))}
+#: An engine's phases in request order.
+_SUB_ORDER = {"queue": 0, "prefill": 1, "decode": 2}
+
+
+def canonical(items: Iterable[T], name: Callable[[T], str]) -> list[T]:
+    """``items`` in the canonical stage order: client, gateway, auth, context,
+    inference, postprocess, return, network, other, then other names alphabetically;
+    each sub-stage right after its parent (an engine's queue, prefill, decode first)."""
+
+    def key(x: T) -> tuple[int, str, int, int, str]:
+        n = name(x)
+        parent, _, sub = n.partition(".")
+        return (
+            _ORDER.get(parent, len(_ORDER)),
+            parent,
+            1 if sub else 0,
+            _SUB_ORDER.get(sub, len(_SUB_ORDER)),
+            sub,
+        )
+
+    return sorted(items, key=key)

@@ -1,24 +1,42 @@
 """Exemplar traces laid out for drawing: rows in depth-first order, times from the root.
 
-The renderers draw these; nothing here knows about HTML or SVG.
+Each row carries its span's critical-path sections (the stretches of the trace's
+critical path the span itself holds, :func:`tracer.analysis.dependencies.critical_sections`),
+so a renderer can draw them as Jaeger v2's UI does: the critical part of a bar in full,
+the rest muted. :func:`projected_waterfall` lays out the same trace retimed with one
+stage k times faster (:func:`tracer.analysis.whatif.retime`). The renderers draw these;
+nothing here knows about HTML or SVG.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis
-from tracer.analysis.critical_path import trace_times
+from tracer.analysis.critical_path import trace_dependencies
+from tracer.analysis.dependencies import Dependencies, critical_sections, dependencies
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import KIND_CLIENT, Warnings
 
-__all__ = ["Waterfall", "WaterfallRow", "exemplar_waterfalls", "waterfall"]
+__all__ = [
+    "Waterfall",
+    "WaterfallRow",
+    "exemplar_waterfalls",
+    "projected_waterfall",
+    "waterfall",
+]
 
 
 @dataclass
 class WaterfallRow:
-    """One span of a waterfall; times in ms from the root's start."""
+    """One span of a waterfall; times in ms from the root's start.
+
+    ``critical`` are the (start, end) stretches of the critical path this span holds
+    itself (its own time on the path, ``critical_ms`` in all); ``gaps`` the stretches a
+    network span's remote children do not cover, with the hop's name.
+    """
 
     depth: int
     name: str
@@ -28,17 +46,29 @@ class WaterfallRow:
     end_ms: float
     critical_ms: float
     gaps: list[tuple[float, float, str]] = field(default_factory=list)
+    critical: list[tuple[float, float]] = field(default_factory=list)
 
 
 @dataclass
 class Waterfall:
-    """An exemplar trace laid out for drawing."""
+    """An exemplar trace laid out for drawing.
+
+    ``scale_ms`` is the length the time axis spans (the trace's own end-to-end time
+    unless another waterfall sets it: a projection drawn at its original's scale);
+    ``note`` says how the trace was retimed, if it was.
+    """
 
     label: str
     trace_id: str
     e2e_ms: float
     rows: list[WaterfallRow]
     hidden: int = 0  # spans past the row limit
+    scale_ms: float = 0.0
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.scale_ms <= 0:
+            self.scale_ms = self.e2e_ms
 
 
 def waterfall(trace: PreparedTrace, label: str, max_rows: int = 60) -> Waterfall:
@@ -48,42 +78,107 @@ def waterfall(trace: PreparedTrace, label: str, max_rows: int = 60) -> Waterfall
     stretches its remote children do not cover as ``gaps``: the time on the wire.
     """
     t0 = trace.start[trace.root]
-    own = trace_times(trace)
+    start = [float(s - t0) for s in trace.start]
+    end = [float(e - t0) for e in trace.end]
+    deps = trace_dependencies(trace)
+    return _layout(trace, label, max_rows, start, end, deps, set(range(len(trace.spans))))
+
+
+def projected_waterfall(
+    trace: PreparedTrace, label: str, stage: str, speedup: float, max_rows: int = 60
+) -> Waterfall:
+    """``trace`` retimed with ``stage`` (and its sub-stages) ``speedup`` times faster, its
+    dependencies kept, laid out like :func:`waterfall`; its critical path is walked
+    again over the new times. Spans outside the dependency model (not blocking, clipped
+    away) are not drawn.
+    """
+    from tracer.analysis.whatif import retime
+
+    old = trace_dependencies(trace)
+    start, end = retime(trace, stage, speedup)
+    inside = {old.root} | {c for kids in old.kids for c in kids}
+    # The new times are ns from the root's start: the critical path walked over them
+    # with the same model (rounded to whole ns, as span times are).
+    new_deps = dependencies(
+        trace.root,
+        trace.children,
+        [round(s) for s in start],
+        [round(e) for e in end],
+        [i in inside for i in range(len(trace.spans))],
+        trace.blocking,
+    )
+    out = _layout(trace, label, max_rows, start, end, new_deps, inside)
+    out.note = f"{stage} {speedup:g}x faster, every other span as measured, dependencies kept"
+    return out
+
+
+def _layout(
+    trace: PreparedTrace,
+    label: str,
+    max_rows: int,
+    start: Sequence[float],
+    end: Sequence[float],
+    deps: Dependencies,
+    drawn: set[int],
+) -> Waterfall:
+    """Rows of ``trace`` with span times ``start``/``end`` (ns from the root's start) and
+    the critical path of ``deps`` (whose times are ``start``'s, shifted by the root's
+    start if absolute)."""
+    shift = deps.lo[deps.root] - round(start[trace.root])  # integers: exact at 1e18 ns
+    sections: dict[int, list[tuple[float, float]]] = {}
+    for s, lo, hi in critical_sections(deps):
+        sections.setdefault(s, []).append(((lo - shift) / 1e6, (hi - shift) / 1e6))
     rows: list[WaterfallRow] = []
     stack = [(trace.root, 0)]
     while stack and len(rows) < max_rows:
         i, depth = stack.pop()
         span = trace.spans[i]
+        mine = sections.get(i, [])
         row = WaterfallRow(
             depth=depth,
             name=span.name,
             service=span.service,
             stage=trace.stage[i],
-            start_ms=(trace.start[i] - t0) / 1e6,
-            end_ms=(trace.end[i] - t0) / 1e6,
-            critical_ms=own.get(i, 0) / 1e6,
+            start_ms=start[i] / 1e6,
+            end_ms=end[i] / 1e6,
+            critical_ms=sum(b - a for a, b in mine),
+            critical=mine,
         )
         hop = trace.hop[i]
         if hop is not None and span.kind == KIND_CLIENT:
-            remote = [c for c in trace.children[i] if trace.spans[c].service != span.service]
+            remote = [
+                c
+                for c in trace.children[i]
+                if trace.spans[c].service != span.service and c in drawn
+            ]
             if remote:
-                first = min(trace.start[c] for c in remote)
-                last = max(trace.end[c] for c in remote)
+                first = min(start[c] for c in remote)
+                last = max(end[c] for c in remote)
                 text = f"{hop[0]} -> {hop[1]}"
-                if first > trace.start[i]:
-                    row.gaps.append((row.start_ms, (first - t0) / 1e6, text))
-                if trace.end[i] > last:
-                    row.gaps.append(((last - t0) / 1e6, row.end_ms, text))
+                if first > start[i]:
+                    row.gaps.append((row.start_ms, first / 1e6, text))
+                if end[i] > last:
+                    row.gaps.append((last / 1e6, row.end_ms, text))
         rows.append(row)
-        kids = sorted(trace.children[i], key=lambda c: trace.start[c], reverse=True)
+        kids = sorted(
+            (c for c in trace.children[i] if c in drawn), key=lambda c: start[c], reverse=True
+        )
         stack.extend((c, depth + 1) for c in kids)
-    return Waterfall(label, trace.trace_id, trace.e2e_ns / 1e6, rows, len(trace.spans) - len(rows))
+    e2e_ms = (end[trace.root] - start[trace.root]) / 1e6
+    return Waterfall(label, trace.trace_id, e2e_ms, rows, len(drawn) - len(rows))
 
 
 def exemplar_waterfalls(
-    analysis: Analysis, traceset: TraceSet | None, stage_map: StageMap | None = None
+    analysis: Analysis,
+    traceset: TraceSet | None,
+    stage_map: StageMap | None = None,
+    projection: tuple[str, float] | None = None,
 ) -> list[Waterfall]:
-    """Waterfalls of the P50 and P90 exemplar traces of ``analysis`` (none without traces)."""
+    """Waterfalls of the P50 and P90 exemplar traces of ``analysis`` (none without traces).
+
+    With ``projection`` (stage, speedup), the P50 exemplar's projected waterfall
+    (:func:`projected_waterfall`, drawn at the exemplar's scale) follows it.
+    """
     out: list[Waterfall] = []
     if traceset is None:
         return out
@@ -94,6 +189,14 @@ def exemplar_waterfalls(
             continue
         seen.add(trace_id)
         prepared = prepare(trace_id, traceset.traces[trace_id], Warnings(), stage_map)
-        if prepared is not None:
-            out.append(waterfall(prepared, label))
+        if prepared is None:
+            continue
+        out.append(waterfall(prepared, label))
+        if projection is not None and key == "p50":
+            stage, speedup = projection
+            projected = projected_waterfall(
+                prepared, f"P50 exemplar, projected: {stage} {speedup:g}x faster", stage, speedup
+            )
+            projected.scale_ms = out[-1].e2e_ms
+            out.append(projected)
     return out

@@ -41,6 +41,18 @@ def main() -> None:
     Trace a chain (client, gateway, auth, context, inference, postprocess, return),
     attribute each trace's time along its critical path, and see what a faster model
     would really buy.
+
+    \b
+    Examples:
+      hoptrace demo                                   # the traced demo chain, run twice
+      hoptrace runs                                   # the runs in the default store
+      hoptrace analyze --run '*:baseline'             # where one run's time goes
+      hoptrace whatif --stage inference --speedup 10  # what a 10x faster model buys
+      hoptrace report -o report.html                  # one page: shares, waterfalls
+      hoptrace collect                                # receive your services' spans
+      hoptrace analyze http://localhost:16686 --service gateway   # traces in Jaeger
+
+    'hoptrace COMMAND --help' tells each command's options.
     """
 
 

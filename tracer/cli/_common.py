@@ -18,20 +18,33 @@ import click
 from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 from tracer._terminal import printable
-from tracer.cli._options import load_options
+from tracer.cli._options import (
+    check_format_option,
+    count,
+    finite_positive,
+    load_options,
+    positive_count,
+    price_option,
+    store_option,
+)
 
 __all__ = [
     "FORMATS",
     "Selection",
     "busy",
+    "check_format_option",
+    "count",
     "emit",
     "engine_options",
+    "finite_positive",
     "format_option",
     "group_by_option",
     "jaeger_option",
     "load_options",
     "no_match",
     "parse_prices",
+    "positive_count",
+    "price_option",
     "render_as",
     "source_label",
     "source_options",
@@ -281,11 +294,6 @@ def source_label(sources: tuple[str, ...]) -> str:
     return ", ".join(map(shown, sources)) if sources else "the default span store"
 
 
-store_option = click.option(
-    "--store",
-    type=click.Path(dir_okay=False),
-    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
-)
 split_option = click.option(
     "--split-by",
     "split_by",
@@ -298,6 +306,8 @@ group_by_option = click.option(
     type=click.Choice(("stage", "service", "operation")),
     default="stage",
     show_default=True,
+    help="What the time is broken down by: stage (client, gateway, ... inference), the "
+    "service that ran it, or the span's operation name.",
 )
 
 
@@ -305,10 +315,11 @@ def jaeger_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--jaeger-url`` (env ``HOPTRACE_JAEGER_URL``), for the reports' trace links."""
     return click.option(
         "--jaeger-url",
-        default=DEFAULT_JAEGER_URL,
-        show_default=True,
+        default="",
         envvar="HOPTRACE_JAEGER_URL",
-        help="Jaeger UI base URL for the reports' trace links.",
+        metavar="URL",
+        help=f"Jaeger UI base URL (e.g. {DEFAULT_JAEGER_URL}) the reports link trace ids "
+        "to; without it, only a Jaeger source gets links [env: HOPTRACE_JAEGER_URL].",
     )(func)
 
 

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-__all__ = ["load_options"]
+from tracer._errors import ConfigError
+
+__all__ = [
+    "check_format_option",
+    "count",
+    "finite_positive",
+    "price_option",
+    "load_options",
+    "positive_count",
+    "store_option",
+]
 
 
 def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -52,3 +64,77 @@ _LOAD_OPTIONS = [
         help="For --model load: host CPU per request [default: from the bench's traces].",
     ),
 ]
+
+
+def _store_folder(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--store`` whose folder does not exist is an error, not a folder made."""
+    folder = Path(value).expanduser().parent if value else None
+    if folder is not None and not folder.is_dir():
+        raise ConfigError(
+            f"--store {value!r}: the folder {str(folder)!r} does not exist; create it "
+            "first or give a path in an existing folder"
+        )
+    return value
+
+
+store_option = click.option(
+    "--store",
+    type=click.Path(dir_okay=False),
+    callback=_store_folder,
+    help="Span store file [default: $HOPTRACE_STORE or ~/.local/share/hoptrace/spans.db].",
+)
+
+
+def finite_positive(
+    ctx: click.Context, param: click.Parameter, value: float | None
+) -> float | None:
+    """An option's callback: a number that must be finite and above 0 (a speedup)."""
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"{param.opts[0]} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def positive_count(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """An option's callback: a whole number of at least 1 (requests, clients)."""
+    if value is not None and value < 1:
+        raise ConfigError(f"{param.opts[0]} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def count(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """An option's callback: a whole number of at least 0 (warm-up requests)."""
+    if value is not None and value < 0:
+        raise ConfigError(f"{param.opts[0]} must be a whole number of at least 0, got {value!r}")
+    return value
+
+
+#: ``--price``: tokens priced per 1,000 (analyze, and the report's Tokens card).
+price_option = click.option(
+    "--price",
+    multiple=True,
+    metavar="MODEL=IN:OUT",
+    help="Price per 1,000 input and output tokens; MODEL may be '*'. Adds the cost per request.",
+)
+
+
+def _table_or_json(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``check --format``: table or json, as every command says; ``text`` (its old
+    name for table) still taken."""
+    value = value.lower()
+    if value == "text":
+        return "table"
+    if value not in ("table", "json"):
+        raise ConfigError(f"--format must be table or json, got {value!r}")
+    return value
+
+
+#: ``check --format``: the one vocabulary (table, json) of every command.
+check_format_option = click.option(
+    "--format",
+    "fmt",
+    default="table",
+    show_default=True,
+    metavar="[table|json]",
+    callback=_table_or_json,
+    help="table: one PASS or FAIL line per limit; json: the same as objects.",
+)

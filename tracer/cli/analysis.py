@@ -11,6 +11,7 @@ from tracer._errors import ConfigError, HoptraceError
 from tracer.cli._common import (
     Selection,
     busy,
+    check_format_option,
     emit,
     format_option,
     group_by_option,
@@ -18,6 +19,7 @@ from tracer.cli._common import (
     load_options,
     no_match,
     parse_prices,
+    price_option,
     render_as,
     source_label,
     source_options,
@@ -105,14 +107,14 @@ def _analyze(
     return result
 
 
-def _waterfalls(result: Any, traces: Any, smap: Any, sources: tuple[str, ...]) -> Any:
-    """The exemplar waterfalls; when the analysis streamed (no traces kept), the
-    exemplar traces are read again from ``sources``."""
+def _waterfalls(result: Any, traces: Any, smap: Any, sources: Any, w: Any = None) -> Any:
+    """The exemplar waterfalls (and with the what-if ``w``, the P50 one projected); when
+    the analysis streamed (no traces kept), the exemplar traces are read again."""
     from tracer.analysis import exemplar_traces, exemplar_waterfalls
 
     if traces is None:
         traces = exemplar_traces(sources, result)
-    return exemplar_waterfalls(result, traces, smap)
+    return exemplar_waterfalls(result, traces, smap, w and (w.stage, w.speedup))
 
 
 def _report(
@@ -124,7 +126,7 @@ def _report(
         title=f"Where the time goes: {result.traces} traces",
         source=source_label(sources),
         analysis=result,
-        waterfalls=_waterfalls(result, traces, smap, sources),
+        waterfalls=_waterfalls(result, traces, smap, sources, views.get("whatif")),
         jaeger_url=jaeger_url,
         **views,
     )
@@ -140,12 +142,7 @@ def _split_analysis(result: Any, attribute: str | None, group_by: str) -> Any:
 @click.command()
 @click.argument("sources", nargs=-1)
 @group_by_option
-@click.option(
-    "--price",
-    multiple=True,
-    metavar="MODEL=IN:OUT",
-    help="Price per 1,000 input and output tokens; MODEL may be '*'.",
-)
+@price_option
 @click.option(
     "--slo",
     metavar="METRIC=LIMIT[,...]",
@@ -315,6 +312,7 @@ def whatif(
 @format_option
 @click.option("--baseline-run", metavar="PATTERN", help="The baseline's run (as --run).")
 @click.option("--candidate-run", metavar="PATTERN", help="The candidate's run (as --run).")
+@price_option
 @source_options
 def compare(
     baseline: str,
@@ -325,20 +323,23 @@ def compare(
     jaeger_url: str,
     baseline_run: str | None,
     candidate_run: str | None,
+    price: tuple[str, ...],
     selection: Selection,
 ) -> None:
     """Compare a BASELINE run with a CANDIDATE run, stage by stage.
 
-    Two runs of one source: give it twice, each side with its run, e.g.
-    hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run
-    '*:candidate'. The source options select the traces of both sides.
+    Two runs of one source: give it twice, each side with its run. The source options
+    select the traces of both sides.
+
+    \b
+      hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run '*:candidate'
     """
     from dataclasses import replace
 
     from tracer.analysis import compare as diff
     from tracer.analysis import render
 
-    smap = selection.stage_map()
+    prices, smap = parse_prices(price), selection.stage_map()
     baselines = replace(selection, run=baseline_run or selection.run)
     before, _ = _analyze(
         (baseline,), baselines, group_by, smap, what="reading the baseline", note=False
@@ -352,7 +353,7 @@ def compare(
         fmt,
         output,
         lambda: render.comparison_dict(result),
-        lambda: render.comparison_sections(result),
+        lambda: render.comparison_sections(result, prices),
         lambda: render.Report(
             title=f"{candidate} against {baseline}",
             source=f"baseline {baseline}, candidate {candidate}",
@@ -361,6 +362,7 @@ def compare(
             # The candidate's exemplar traces, read again when it was streamed.
             waterfalls=_waterfalls(after, candidate_traces, smap, (candidate,)),
             jaeger_url=jaeger_url,
+            prices=prices,
         ),
     )
 
@@ -382,6 +384,7 @@ def compare(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
+@price_option
 @split_option
 @jaeger_option
 @source_options
@@ -392,6 +395,7 @@ def report(
     whatif_stage: str | None,
     speedup: float | None,
     baseline: str | None,
+    price: tuple[str, ...],
     split_by: str | None,
     jaeger_url: str,
     selection: Selection,
@@ -414,7 +418,7 @@ def report(
     result, traces = _analyze(
         sources, selection, group_by, smap, split_by=split_by, projection=projection
     )
-    views: dict[str, Any] = {}
+    views: dict[str, Any] = {"prices": parse_prices(price)}
     if projection is not None:
         views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
     if baseline is not None:
@@ -438,13 +442,7 @@ def report(
     help="TOML file of limits: [e2e], [ttft], [stage.NAME] with p50_ms, p90_ms, p99_ms, "
     "share_max, tail_share_max.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("text", "json")),
-    default="text",
-    show_default=True,
-)
+@check_format_option
 @split_option
 @source_options
 def check(

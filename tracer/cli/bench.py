@@ -137,7 +137,12 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
     show_default=True,
     help="The model name sent (vLLM and hosted APIs want the served model's name).",
 )
-@click.option("--stream/--no-stream", default=True, show_default=True)
+@click.option(
+    "--stream/--no-stream",
+    default=True,
+    show_default=True,
+    help="Ask for a streamed answer (time to first chunk, inter-chunk latency) or a whole one.",
+)
 @click.option("--timeout", default=60.0, show_default=True, help="Per-request timeout (s).")
 @click.option(
     "--max-answer-bytes",

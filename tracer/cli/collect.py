@@ -26,6 +26,23 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _check_port(host: str, port: int) -> None:
+    """Bind ``host:port`` for a moment; one that cannot be bound is a ConfigError."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); is another collector "
+            "running there? Pick another port with --port, or another --host"
+        ) from None
+
+
 @click.command()
 @click.option(
     "--host",
@@ -33,7 +50,9 @@ def is_loopback(host: str) -> bool:
     show_default=True,
     help="Address to bind; loopback unless you mean to expose it.",
 )
-@click.option("--port", default=4318, show_default=True, type=int)
+@click.option(
+    "--port", default=4318, show_default=True, type=int, help="Port to listen on (OTLP/HTTP)."
+)
 @store_option
 @click.option(
     "--max-body-bytes",
@@ -146,6 +165,7 @@ def collect(
             f"--otlp-metrics must be an http:// or https:// URL, got {otlp_metrics!r}"
         )
     path = Path(store) if store else default_store_path()
+    _check_port(host, port)  # before the banner: a port in use is one line, exit 2
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
     auth = (
         "on (Authorization: Bearer token required)"

@@ -8,28 +8,74 @@ from typing import Any
 
 import click
 
-from tracer.cli._common import emit, jaeger_option, store_option
+from tracer.cli._common import (
+    count,
+    emit,
+    finite_positive,
+    jaeger_option,
+    positive_count,
+    store_option,
+)
 
 __all__ = ["COMMANDS"]
 
+#: The latency profiles (demo_app/profiles.py), as --profile's help lists them.
+_PROFILE_HELP = (
+    "Latency the services add, since loopback has almost none: wan (a client far from "
+    "the gateway, about 600 ms outside the model; the default), lan, loopback (nothing "
+    "added) or bare (no model time either); NAME,STAGE=K makes STAGE K times faster "
+    "(wan,inference=100)."
+)
+
+
+def _profile(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--profile's callback: an unknown profile is one line before anything starts."""
+    from demo_app.profiles import get_profile
+    from tracer._errors import ConfigError
+
+    try:
+        get_profile(value)
+    except ConfigError as exc:
+        raise ConfigError(f"--profile: {exc}") from None
+    return value
+
 
 @click.command()
-@click.option("--requests", default=40, show_default=True, help="Measured requests per run.")
-@click.option("--warmup", default=8, show_default=True, help="Warm-up requests per run.")
-@click.option("--concurrency", default=8, show_default=True)
+@click.option(
+    "--requests",
+    default=40,
+    show_default=True,
+    callback=positive_count,
+    help="Measured requests per run.",
+)
+@click.option(
+    "--warmup",
+    default=8,
+    show_default=True,
+    callback=count,
+    help="Warm-up requests per run.",
+)
+@click.option(
+    "--concurrency",
+    default=8,
+    show_default=True,
+    callback=positive_count,
+    help="Requests in flight at once (clients in a closed loop).",
+)
 @click.option(
     "--speedup",
     default=100.0,
     show_default=True,
+    callback=finite_positive,
     help="How many times faster the candidate model is.",
 )
+@click.option("--profile", default="wan", show_default=True, callback=_profile, help=_PROFILE_HELP)
 @click.option(
-    "--profile",
-    default="seed",
+    "--stream/--no-stream",
+    default=True,
     show_default=True,
-    help="Latency profile: seed, lan, loopback or bare (no model time).",
+    help="Stream the answers (server-sent events, a time to first token) or not.",
 )
-@click.option("--stream/--no-stream", default=True, show_default=True)
 @store_option
 @click.option(
     "--format",
@@ -117,11 +163,28 @@ def demo(
 @click.option(
     "--port", default=8000, show_default=True, type=click.IntRange(1, 65535), help="Gateway port."
 )
-@click.option("--otlp-port", default=4318, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--api-key", default="hoptrace-demo-key", show_default=True)
+@click.option(
+    "--otlp-port",
+    default=4318,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    help="Port of the collector the chain sends its spans to (OTLP/HTTP).",
+)
+@click.option(
+    "--api-key",
+    default="hoptrace-demo-key",
+    show_default=True,
+    help="The key the gateway accepts (Authorization: Bearer KEY).",
+)
 @click.option("--rate-limit", default=0.0, help="Requests per second per key (burst = RPS).")
-@click.option("--speedup", default=1.0, show_default=True)
-@click.option("--profile", default="seed", show_default=True)
+@click.option(
+    "--speedup",
+    default=1.0,
+    show_default=True,
+    callback=finite_positive,
+    help="How many times faster the simulated model is.",
+)
+@click.option("--profile", default="wan", show_default=True, callback=_profile, help=_PROFILE_HELP)
 @store_option
 @click.option(
     "--max-concurrency",
@@ -156,10 +219,8 @@ def serve(
     """Start the traced chain and the collector, and stay up until Ctrl-C."""
     from collector import default_store_path
     from demo_app.chain import Chain, stop_on_signals
-    from demo_app.profiles import get_profile
     from tracer._setup import prefer_prompt_export
 
-    get_profile(profile)
     store_path = Path(store) if store else default_store_path()
     prefer_prompt_export()
     chain = Chain(

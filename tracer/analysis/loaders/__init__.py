@@ -122,6 +122,12 @@ def _load(
         from collector.store import default_store_path
 
         sources = [default_store_path()]
+        if not Path(sources[0]).exists():
+            raise SourceError(
+                f"no traces yet: the default store {str(sources[0])!r} does not exist; "
+                "'hoptrace demo' or 'hoptrace serve' fills it, 'hoptrace collect' receives "
+                "your own services' spans into it, or give a trace file, store or URL"
+            )
     if query and not any(is_url(str(s)) for s in sources):
         raise ConfigError("--query is TraceQL for a Grafana Tempo URL; no source here is a URL")
     ids = None if trace_ids is None else trace_ids_of(trace_ids)

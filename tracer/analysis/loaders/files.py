@@ -147,10 +147,36 @@ def _load_document(data: bytes, traceset: TraceSet, origin: str) -> None:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if not _load_lines(data.splitlines(), traceset, origin, quiet=True):
-            warnings.skip(f"{origin}: not valid JSON ({exc}); is it truncated?", 0)
+            warnings.skip(f"{origin}: {_not_json(data, exc)}", 0)
         return
     if not add_object(obj, traceset, origin):
         warnings.skip(f"{origin}: JSON of an unknown shape (neither OTLP nor Jaeger)", 0)
+
+
+#: What hoptrace reads, for the line that says a file is none of it.
+READS = (
+    "hoptrace reads OTLP JSON (one object, or one per line), Jaeger JSON, a trace "
+    "downloaded from Tempo, or a span store"
+)
+
+
+def _not_json(data: bytes, exc: Exception) -> str:
+    """What a file that is not JSON looks like (binary, text, or JSON cut short), and
+    what hoptrace reads when it is not JSON at all."""
+    head = data[:4096]
+    if b"\0" in head:
+        return f"binary data, not JSON; {READS}"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not a character cut by the 4 KiB boundary
+            return f"binary data (not UTF-8 text), not JSON; {READS}"
+        text = head[: e.start].decode("utf-8")
+    first = text.lstrip()[:1]
+    if first in ("{", "["):
+        return f"not valid JSON ({exc}); is it truncated?"
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return f"text, not JSON (it starts {line[:40]!r}); {READS}"
 
 
 def _load_lines(lines: Any, traceset: TraceSet, origin: str, quiet: bool = False) -> bool:

@@ -8,6 +8,8 @@ from neither is one clear :class:`SourceError`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import BACKENDS
 from tracer.analysis.loaders._http import (
@@ -22,6 +24,9 @@ from tracer.analysis.loaders._http import (
 from tracer.analysis.loaders.jaeger_query import load_jaeger
 from tracer.analysis.loaders.tempo import load_tempo
 from tracer.analysis.traceset import TraceSet
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["BACKENDS", "load_url", "resolve_backend"]
 
@@ -53,7 +58,7 @@ def resolve_backend(
         url, headers = backend_access(url)
     base = url.rstrip("/")
     with http_client(10.0, headers) as client:
-        resp = get(client, f"{base}/api/status/buildinfo", who="the trace backend")
+        resp = _first_probe(client, url, f"{base}/api/status/buildinfo")
         info = json_of(resp) if resp.status_code == 200 else None
         if isinstance(info, dict) and "version" in info and "goVersion" in info:
             listener.found(f"{url} is Grafana Tempo {info['version']}")
@@ -80,6 +85,21 @@ def resolve_backend(
         f"nor as Jaeger (GET /api/services: {jaeger_said}); give Tempo's or Jaeger's query "
         "URL (http://host:3200, http://host:16686), or say which with --backend"
     )
+
+
+def _first_probe(client: httpx.Client, url: str, probe: str) -> httpx.Response:
+    """The first probe's answer; nothing answering at all names what each backend is
+    asked (a Jaeger URL must not read as a Tempo one)."""
+    import httpx
+
+    try:
+        return client.get(probe)
+    except httpx.TransportError as exc:
+        raise SourceError(
+            f"nothing answers at {url!r} ({exc}); hoptrace asks Jaeger GET /api/v3/services "
+            "(UI and query port 16686) and Tempo GET /api/status/buildinfo (port 3200): is "
+            "the backend running there?"
+        ) from exc
 
 
 def load_url(

@@ -187,9 +187,11 @@ def _knee_note(result: BenchResult) -> str:
             f": the clients added from {knee.from_concurrency} each bought "
             f"{knee.marginal_share:.0%} of one client's requests/s at the lowest level"
         )
-    grown = f"P90 is {knee.p90_ratio:.1f}x"
+    from tracer.analysis.render.sections import fmt_ratio
+
+    grown = f"P90 is {fmt_ratio(knee.p90_ratio)}"
     if knee.p50_ratio is not None:
-        grown = f"P50 is {knee.p50_ratio:.1f}x and P90 {knee.p90_ratio:.1f}x"
+        grown = f"P50 is {fmt_ratio(knee.p50_ratio)} and P90 {fmt_ratio(knee.p90_ratio)}"
     text += f" while {grown} the lowest level's; more clients wait in the service from here"
     if knee.stage:
         text += f"; the stage that grew most: {knee.stage}"

@@ -21,22 +21,32 @@ from typing import TYPE_CHECKING
 
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
+from tracer.analysis.cost import Prices
 from tracer.analysis.render.bench import bench_sections
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL, trace_url
+from tracer.analysis.render.links import trace_url
 from tracer.analysis.render.sections import (
-    SUB_MARK,
     Section,
+    analysis_sections,
     comparison_sections,
     fmt_ms,
     groups_section,
     hops_section,
+    row_name,
+    shown_groups,
     warnings_note,
     whatif_sections,
 )
 from tracer.analysis.render.split import split_summary
-from tracer.analysis.render.svg import legend, line_chart, stacked_bars, stage_colour, waterfall_svg
+from tracer.analysis.render.svg import (
+    WATERFALL_KEYS,
+    legend,
+    line_chart,
+    stacked_bars,
+    stage_colour,
+    waterfall_svg,
+)
 from tracer.analysis.split import Split
-from tracer.analysis.substages import nested
+from tracer.analysis.substages import canonical
 from tracer.analysis.waterfall import Waterfall
 from tracer.analysis.whatif import WhatIf
 
@@ -62,7 +72,10 @@ class Report:
     bench: BenchResult | None = None
     split: Split[Analysis] | None = None
     waterfalls: list[Waterfall] = field(default_factory=list)
-    jaeger_url: str = DEFAULT_JAEGER_URL
+    #: the Jaeger UI the trace ids link to (none: no links)
+    jaeger_url: str = ""
+    #: token prices per 1,000 (``--price``): the Tokens lines add the cost per request
+    prices: Prices = field(default_factory=dict)
     generated_at: _dt.datetime = field(default_factory=_now)
 
 
@@ -89,6 +102,8 @@ th { color: var(--muted); font-weight: 600; }
 a { color: #0b5cad; }
 .warn { border-color: #e0b100; }
 svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
+svg.chart, svg.waterfall { max-width: 100%; height: auto; }
+svg text.on-bar { paint-order: stroke; stroke: #fff; stroke-width: 3px; }
 """
 
 
@@ -102,7 +117,7 @@ def _table(section: Section, table_id: str, swatches: bool | Collection[str] = F
     rows = []
     for row in section.rows:
         first = escape(row[0])
-        name = row[0].removeprefix(SUB_MARK)
+        name = row_name(row[0])
         if swatches is True or (not isinstance(swatches, bool) and name in swatches):
             colour = stage_colour(name)
             first = f'<i class="swatch" style="background:{colour}"></i>{first}'
@@ -117,8 +132,9 @@ def _notes(notes: list[str], headline: bool = False) -> str:
 
 
 def _share_card(a: Analysis) -> str:
-    # Sub-stages sit next to their parent in the bars, so a stage's family reads as one.
-    ordered = nested(a.groups, lambda g: g.name) if a.group_by == "stage" else list(a.groups)
+    # Stages in request order, sub-stages after their parent: the legends' order too.
+    by_stage = a.group_by == "stage"
+    ordered = canonical(shown_groups(a)[0], lambda g: g.name) if by_stage else list(a.groups)
     names = [g.name for g in ordered]
     bars = [
         (
@@ -152,7 +168,7 @@ def _split_card(split: Split[Analysis]) -> str:
     for _, _, a in split.parts:
         names += [g.name for g in a.groups if g.name not in names]
     if all(a.group_by == "stage" for _, _, a in split.parts):
-        names = nested(names, lambda n: n)
+        names = canonical(names, lambda n: n)
     bars = []
     for value, n, a in split.parts:
         shares = {g.name: g.share for g in a.groups}
@@ -180,7 +196,7 @@ def _stats_row(label: str, s: Stats) -> str:
     )
 
 
-def _percentile_card(a: Analysis) -> str:
+def _percentile_card(a: Analysis, prices: Prices) -> str:
     totals = [_stats_row("end-to-end", a.e2e)]
     if a.ttft is not None:
         totals.append(_stats_row("time to first token (client)", a.ttft))
@@ -195,32 +211,60 @@ def _percentile_card(a: Analysis) -> str:
         + "".join(totals)
         + "</table>"
         + ("" if hops is None else "<h2>Network hops</h2>" + _table(hops, "hops"))
+        + "".join(
+            '<h2>Tokens</h2><div id="tokens">' + _notes(s.notes) + "</div>"
+            for s in analysis_sections(a, prices)
+            if s.title == "Tokens"
+        )
         + "</section>"
     )
 
 
-def _whatif_card(w: WhatIf) -> str:
+def _whatif_card(w: WhatIf, projected: list[Waterfall], jaeger_url: str) -> str:
+    # The bars are drawn to scale (the after bar as long as its P50 against the
+    # before's); each piece is labelled with its share of its own bar's total, as the
+    # share table below says.
     scale = w.after.p50 / w.before.p50 if w.before.p50 > 0 else 0.0
-    before = nested(w.before_groups, lambda g: g[0])
+    # Sub-stages with no time before or after (an engine's unused queue) are left out,
+    # as in the tables.
     after = dict(w.after_groups)
+    before = canonical(
+        [(n, s) for n, s in w.before_groups if "." not in n or max(s, after.get(n, 0.0)) >= 0.0005],
+        lambda g: g[0],
+    )
     bars = [
         ("before", before, f"P50 {fmt_ms(w.before.p50)} ms"),
         (
             f"{w.stage} {w.speedup:g}x",
-            [(n, after.get(n, 0.0) * scale) for n, _ in before],
+            [(n, after.get(n, 0.0)) for n, _ in before],
             f"P50 {fmt_ms(w.after.p50)} ms",
         ),
     ]
     speed, shares = whatif_sections(w)[:2]
+    drawn = "".join(_waterfall_body(wf, 100 + i, jaeger_url) for i, wf in enumerate(projected))
+    if drawn and w.model == "load":
+        drawn += _notes(
+            [
+                "The projected waterfall retimes this one trace on its own; the figures "
+                "above also count the queueing the change moves under the run's load."
+            ]
+        )
     return (
         f'<section class="card" id="whatif"><h2>{escape(speed.title)}</h2>'
         + _notes(speed.notes[:1], headline=True)
-        + _notes([*speed.notes[1:], "Bars are drawn to scale."])
-        + stacked_bars(bars, "whatif-bars")
+        + _notes(
+            [
+                *speed.notes[1:],
+                "Bars are drawn to scale; each part is labelled with its share of its "
+                "own bar's total.",
+            ]
+        )
+        + stacked_bars(bars, "whatif-bars", scales=[1.0, scale])
         + legend([n for n, _ in before])
         + _table(speed, "whatif-table")
         + "<br>"
         + _table(shares, "whatif-shares", swatches=True)
+        + drawn
         + "</section>"
     )
 
@@ -229,19 +273,23 @@ def _comparison_card(c: Comparison) -> str:
     b, k = c.baseline, c.candidate
     scale = k.e2e.mean / b.e2e.mean if b.e2e.mean > 0 else 0.0
     bars = [
-        ("baseline", [(g.name, g.share) for g in b.groups], f"mean {fmt_ms(b.e2e.mean)} ms"),
+        (
+            "baseline",
+            canonical([(g.name, g.share) for g in b.groups], lambda p: p[0]),
+            f"mean {fmt_ms(b.e2e.mean)} ms",
+        ),
         (
             "candidate",
-            [(g.name, g.share * scale) for g in k.groups],
+            canonical([(g.name, g.share) for g in k.groups], lambda p: p[0]),
             f"mean {fmt_ms(k.e2e.mean)} ms",
         ),
     ]
-    names = sorted({g.name for g in b.groups} | {g.name for g in k.groups})
+    names = [g.name for g in b.groups] + [g.name for g in k.groups]
     table = comparison_sections(c)[0]
     return (
         '<section class="card" id="compare"><h2>Candidate against baseline</h2>'
         + _notes(table.notes, headline=True)
-        + stacked_bars(bars, "compare-bars")
+        + stacked_bars(bars, "compare-bars", scales=[1.0, scale])
         + legend(names)
         + _table(table, "compare-table", swatches=True)
         + "</section>"
@@ -271,22 +319,34 @@ def _bench_card(bench: BenchResult) -> str:
     )
 
 
-def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
-    link = trace_url(jaeger_url, wf.trace_id)
-    stages = sorted({r.stage for r in wf.rows})
+def _waterfall_body(wf: Waterfall, index: int, jaeger_url: str) -> str:
+    """A waterfall's heading, trace id (linked when a Jaeger UI is configured), chart
+    and legend."""
+    opened = ""
+    if jaeger_url:
+        link = trace_url(jaeger_url, wf.trace_id)
+        opened = (
+            f' · <a href="{escape(link)}" rel="noreferrer noopener" target="_blank">'
+            "open in Jaeger</a>"
+        )
+    note = f" · {escape(wf.note)}" if wf.note else ""
     return (
-        f'<section class="card" id="exemplar-{index}"><h2>{escape(wf.label)}: '
-        f"{fmt_ms(wf.e2e_ms)} ms end to end</h2>"
-        f'<p>trace <code>{escape(wf.trace_id)}</code> · <a href="{escape(link)}" '
-        'rel="noreferrer noopener" target="_blank">open in Jaeger</a> · grey: time on the '
-        "network between services (the CLIENT span outside its remote server span)</p>"
+        f"<h2>{escape(wf.label)}: {fmt_ms(wf.e2e_ms)} ms end to end</h2>"
+        f"<p>trace <code>{escape(wf.trace_id)}</code>{opened}{note}</p>"
         + waterfall_svg(wf, index)
         + (
             f"<p>{wf.hidden} more spans are not drawn; Jaeger shows them all.</p>"
             if wf.hidden
             else ""
         )
-        + legend(stages)
+        + legend([r.stage for r in wf.rows if not r.gaps], WATERFALL_KEYS)
+    )
+
+
+def _waterfall_card(wf: Waterfall, index: int, jaeger_url: str) -> str:
+    return (
+        f'<section class="card" id="exemplar-{index}">'
+        + _waterfall_body(wf, index, jaeger_url)
         + "</section>"
     )
 
@@ -309,8 +369,11 @@ def to_html(report: Report) -> str:
     if report.source:
         meta += f" from {report.source}"
     body = [f"<h1>{escape(report.title)}</h1>", f'<div class="meta">{escape(meta)}</div>']
+    # A projected waterfall is drawn in the what-if view, the measured ones at the end.
+    projected = [wf for wf in report.waterfalls if wf.note]
+    measured = [wf for wf in report.waterfalls if not wf.note]
     if report.whatif is not None:
-        body.append(_whatif_card(report.whatif))
+        body.append(_whatif_card(report.whatif, projected, report.jaeger_url))
     if report.comparison is not None:
         body.append(_comparison_card(report.comparison))
     if report.bench is not None:
@@ -319,8 +382,8 @@ def to_html(report: Report) -> str:
         body.append(_share_card(report.analysis))
         if report.split is not None:
             body.append(_split_card(report.split))
-        body.append(_percentile_card(report.analysis))
-    for i, wf in enumerate(report.waterfalls):
+        body.append(_percentile_card(report.analysis, report.prices))
+    for i, wf in enumerate(measured):
         body.append(_waterfall_card(wf, i, report.jaeger_url))
     if report.analysis is not None:
         body.append(_warnings_card(report.analysis))

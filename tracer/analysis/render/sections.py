@@ -8,20 +8,26 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.cache import CacheStats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
-from tracer.analysis.render.links import DEFAULT_JAEGER_URL
-from tracer.analysis.substages import covers, nested
+from tracer.analysis.substages import covers, nested, parent_of
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
 __all__ = [
+    "OWN_MARK",
+    "SUB_MARK",
     "Section",
     "analysis_sections",
     "cache_section",
     "comparison_sections",
     "fmt_ms",
     "fmt_pct",
+    "fmt_ratio",
+    "fmt_tokens",
     "group_label",
     "groups_section",
     "hops_section",
+    "parents_of",
+    "row_name",
+    "shown_groups",
     "warnings_note",
     "whatif_sections",
 ]
@@ -42,13 +48,73 @@ def fmt_ms(v: float) -> str:
     return f"{v:,.1f}"
 
 
+def fmt_ratio(v: float) -> str:
+    """A measured ratio (how many times faster) as every report writes it: ``2.31x``."""
+    return f"{v:,.2f}x"
+
+
+def fmt_tokens(v: float) -> str:
+    """A token count: whole when it is one (66), else to one decimal (66.5)."""
+    return f"{v:,.0f}" if abs(v - round(v)) < 0.05 else f"{v:,.1f}"
+
+
 #: Marks a sub-stage's row, shown under its parent's.
 SUB_MARK = "↳ "
+#: Marks the row of a stage that has sub-stages in the same table: its own time only.
+OWN_MARK = " (own time)"
 
 
-def group_label(name: str, by_stage: bool = True) -> str:
-    """How a table names a group: sub-stages of a stage breakdown marked as such."""
-    return SUB_MARK + name if by_stage and "." in name else name
+def parents_of(names: list[str] | tuple[str, ...] | set[str]) -> frozenset[str]:
+    """The stages among ``names``' parents that have sub-stages among them."""
+    return frozenset(parent_of(n) for n in names if "." in n)
+
+
+def group_label(name: str, by_stage: bool = True, parents: frozenset[str] = frozenset()) -> str:
+    """How a table names a group: sub-stages of a stage breakdown marked as such, and a
+    stage whose sub-stages are in the table (``parents``) as its own time only."""
+    if not by_stage:
+        return name
+    if "." in name:
+        return SUB_MARK + name
+    return name + OWN_MARK if name in parents else name
+
+
+def row_name(label: str) -> str:
+    """The group a :func:`group_label` names."""
+    return label.removeprefix(SUB_MARK).removesuffix(OWN_MARK)
+
+
+def _empty(share: float, tail: float, ttft: float | None, mean_ms: float) -> bool:
+    return max(share, tail, ttft or 0.0) < 0.0005 and mean_ms < 0.05
+
+
+def shown_groups(a: Analysis) -> tuple[list, list[str]]:
+    """``a``'s groups without the sub-stages no trace spends measurable time in (an
+    engine that reports a queue it never uses), and the names left out."""
+    keep, gone = [], []
+    for g in a.groups:
+        if "." in g.name and _empty(g.share, g.tail_share, g.ttft_share, g.mean_ms):
+            gone.append(g.name)
+        else:
+            keep.append(g)
+    return keep, gone
+
+
+def _family_notes(a: Analysis, shown: list, gone: list[str]) -> list[str]:
+    """What a parent row and the rows left out mean, in words."""
+    notes = []
+    for parent in sorted(parents_of([g.name for g in shown])):
+        family = [g for g in a.groups if covers(parent, g.name)]
+        share = sum(g.share for g in family)
+        mean = sum(g.mean_ms for g in family)
+        notes.append(
+            f"{parent}{OWN_MARK}: the time in {parent} spans outside their sub-stages; "
+            f"{parent} with its sub-stages (what --stage {parent} selects): "
+            f"{fmt_pct(share)} of the critical path, {fmt_ms(mean)} ms mean"
+        )
+    if gone:
+        notes.append(f"left out: {', '.join(gone)} (no measurable time in any trace)")
+    return notes
 
 
 def fmt_pct(v: float | None) -> str:
@@ -63,17 +129,19 @@ def _stats_line(label: str, s: Stats) -> str:
     )
 
 
-def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGER_URL) -> Section:
+def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Section:
     """The share and percentile table of every group (notes: end-to-end, TTFT)."""
     head = Section(
         title or f"Where the time goes: {a.traces} traces, {a.spans} spans, by {a.group_by}",
         ["group", "share", "tail share", "TTFT share", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
     )
     by_stage = a.group_by == "stage"
-    for g in nested(a.groups, lambda g: g.name) if by_stage else a.groups:
+    shown, gone = shown_groups(a) if by_stage else (list(a.groups), [])
+    parents = parents_of([g.name for g in shown])
+    for g in nested(shown, lambda g: g.name) if by_stage else shown:
         head.rows.append(
             [
-                group_label(g.name, by_stage),
+                group_label(g.name, by_stage, parents),
                 fmt_pct(g.share),
                 fmt_pct(g.tail_share),
                 fmt_pct(g.ttft_share),
@@ -83,6 +151,8 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGE
                 fmt_ms(g.p99_ms),
             ]
         )
+    if by_stage:
+        head.notes.extend(_family_notes(a, shown, gone))
     head.notes.append(_stats_line("end-to-end", a.e2e))
     if a.ttft is not None:
         head.notes.append(_stats_line("time to first token, as the client sees it", a.ttft))
@@ -103,7 +173,7 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = DEFAULT_JAEGE
             + a.exemplars.get("p50", "-")
             + ", P90 trace "
             + a.exemplars.get("p90", "-")
-            + f" (open {jaeger_url.rstrip('/') + '/trace/<id>'} in Jaeger)"
+            + (f" (open {jaeger_url.rstrip('/') + '/trace/<id>'} in Jaeger)" if jaeger_url else "")
         )
     return head
 
@@ -146,7 +216,7 @@ def analysis_sections(
     a: Analysis,
     prices: Prices | None = None,
     title: str = "",
-    jaeger_url: str = DEFAULT_JAEGER_URL,
+    jaeger_url: str = "",
 ) -> list[Section]:
     """Sections for one analysis."""
     sections = [groups_section(a, title, jaeger_url)]
@@ -156,7 +226,8 @@ def analysis_sections(
     if a.tokens is not None:
         tok = Section("Tokens")
         tok.notes.append(
-            f"{a.tokens.input_mean:,.1f} input and {a.tokens.output_mean:,.1f} output tokens per "
+            f"{fmt_tokens(a.tokens.input_mean)} input and {fmt_tokens(a.tokens.output_mean)} "
+            "output tokens per "
             f"request over {a.tokens.requests} requests"
             + (f" (models: {', '.join(a.tokens.models)})" if a.tokens.models else "")
         )
@@ -182,10 +253,11 @@ def whatif_headline(w: WhatIf) -> str:
     rest_text = ", ".join(f"{n} {s * 100:.0f}%" for n, s in rest)
     ttft = ""
     if w.ttft_realized_p50 is not None:
-        ttft = f", first token {w.ttft_realized_p50:.1f}x sooner at P50"
+        ttft = f", first token {fmt_ratio(w.ttft_realized_p50)} sooner at P50"
     return (
-        f"{w.stage} {k}x faster -> end-to-end {w.realized['p50']:.1f}x faster at P50 "
-        f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), {w.realized['p90']:.1f}x at P90"
+        f"{w.stage} {k}x faster -> end-to-end {fmt_ratio(w.realized['p50'])} faster at P50 "
+        f"({fmt_ms(w.before.p50)} -> {fmt_ms(w.after.p50)} ms), "
+        f"{fmt_ratio(w.realized['p90'])} at P90"
         f"{ttft}; the rest is {rest_text}."
     )
 
@@ -214,7 +286,9 @@ def whatif_sections(w: WhatIf) -> list[Section]:
             fmt_ms(w.after.p99),
         ]
     )
-    head.rows.append(["speedup"] + [f"{w.realized[k]:.2f}x" for k in ("mean", "p50", "p90", "p99")])
+    head.rows.append(
+        ["speedup"] + [fmt_ratio(w.realized[k]) for k in ("mean", "p50", "p90", "p99")]
+    )
     if w.ttft_before is not None and w.ttft_after is not None:
         for label, st in (("TTFT before", w.ttft_before), ("TTFT after", w.ttft_after)):
             head.rows.append(
@@ -237,7 +311,7 @@ def whatif_sections(w: WhatIf) -> list[Section]:
             )
     head.notes.append(
         f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's bound for "
-        f"{w.speedup:g}x on it is {ideal_speedup(w.stage_share, w.speedup):.2f}x"
+        f"{w.speedup:g}x on it is {fmt_ratio(ideal_speedup(w.stage_share, w.speedup))}"
     )
     if w.model_reason:
         head.notes.append(f"model: {w.model}, {w.model_reason}")
@@ -267,8 +341,16 @@ def whatif_sections(w: WhatIf) -> list[Section]:
             )
     shares = Section("Shares of the critical path, before and after", ["group", "before", "after"])
     before = dict(w.before_groups)
-    for name, share in nested(w.after_groups, lambda g: g[0]):
-        shares.rows.append([group_label(name), fmt_pct(before.get(name, 0.0)), fmt_pct(share)])
+    kept = [
+        (n, s)
+        for n, s in w.after_groups
+        if "." not in n or not _empty(max(s, before.get(n, 0.0)), 0.0, None, 0.0)
+    ]
+    parents = parents_of([n for n, _ in kept])
+    for name, share in nested(kept, lambda g: g[0]):
+        shares.rows.append(
+            [group_label(name, True, parents), fmt_pct(before.get(name, 0.0)), fmt_pct(share)]
+        )
     out = [head, *([levels] if levels is not None else []), shares]
     if w.messages or w.skipped_traces:
         warn = Section("Warnings")
@@ -282,17 +364,33 @@ def _limits(limits: tuple[tuple[str, float], ...]) -> str:
     return ",".join(f"{k}={v:g}ms" for k, v in limits)
 
 
-def comparison_sections(c: Comparison) -> list[Section]:
-    """Sections for a baseline/candidate comparison."""
+def _change(ratio: float) -> str:
+    """A candidate/baseline ratio in words: ``2.52x faster``, ``1.10x slower``, ``same``."""
+    if ratio <= 0 or abs(ratio - 1.0) < 0.005:
+        return "same" if ratio > 0 else "-"
+    return f"{fmt_ratio(1 / ratio)} faster" if ratio < 1 else f"{fmt_ratio(ratio)} slower"
+
+
+def comparison_sections(c: Comparison, prices: Prices | None = None) -> list[Section]:
+    """Sections for a baseline/candidate comparison (with ``prices``, the cost per
+    request of each side)."""
     head = Section(
         f"Candidate ({c.candidate.traces} traces) against baseline ({c.baseline.traces} traces)",
         ["group", "baseline mean ms", "candidate mean ms", "delta mean", "delta P50", "delta P90"],
     )
     by_stage = c.candidate.group_by == "stage"
-    for d in nested(c.groups, lambda d: d.name) if by_stage else c.groups:
+    kept = [
+        d
+        for d in c.groups
+        if not by_stage
+        or "." not in d.name
+        or not _empty(0.0, 0.0, None, max(d.baseline_mean_ms, d.candidate_mean_ms))
+    ]
+    parents = parents_of([d.name for d in kept]) if by_stage else frozenset()
+    for d in nested(kept, lambda d: d.name) if by_stage else kept:
         head.rows.append(
             [
-                group_label(d.name, by_stage),
+                group_label(d.name, by_stage, parents),
                 fmt_ms(d.baseline_mean_ms),
                 fmt_ms(d.candidate_mean_ms),
                 f"{d.delta_mean_ms:+,.1f}",
@@ -302,13 +400,16 @@ def comparison_sections(c: Comparison) -> list[Section]:
         )
     b, k = c.baseline.e2e, c.candidate.e2e
     head.notes.append(
-        f"end-to-end P50 {fmt_ms(b.p50)} -> {fmt_ms(k.p50)} ms (x{c.e2e_ratio['p50']:.3f}), "
-        f"P90 {fmt_ms(b.p90)} -> {fmt_ms(k.p90)} ms (x{c.e2e_ratio['p90']:.3f})"
+        f"end-to-end P50 {fmt_ms(b.p50)} -> {fmt_ms(k.p50)} ms ({_change(c.e2e_ratio['p50'])}), "
+        f"P90 {fmt_ms(b.p90)} -> {fmt_ms(k.p90)} ms ({_change(c.e2e_ratio['p90'])})"
     )
     if c.moved_most is not None:
         head.notes.append(
             f"moved most: {c.moved_most.name} ({c.moved_most.delta_mean_ms:+,.1f} ms mean)"
         )
+    costs = [cost_per_request(a, prices or {}) for a in (c.baseline, c.candidate)]
+    if costs[0] is not None and costs[1] is not None:
+        head.notes.append(f"cost per request: {costs[0]:.6f} -> {costs[1]:.6f}")
     return [head]
 
 

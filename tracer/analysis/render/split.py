@@ -13,7 +13,9 @@ from tracer.analysis.render.sections import (
     analysis_sections,
     fmt_ms,
     fmt_pct,
+    fmt_ratio,
     group_label,
+    parents_of,
     whatif_sections,
 )
 from tracer.analysis.split import Split
@@ -52,9 +54,10 @@ def split_summary(split: Split[Analysis]) -> Section:
     if by_stage:
         names = nested(names, lambda n: n)
     shares = [{g.name: g.share for g in a.groups} for a in results]
+    parents = parents_of(names)
     for name in names:
         head.rows.append(
-            [group_label(name, by_stage)] + [fmt_pct(s.get(name, 0.0)) for s in shares]
+            [group_label(name, by_stage, parents)] + [fmt_pct(s.get(name, 0.0)) for s in shares]
         )
     head.notes.append(
         f"traces without {split.attribute} are counted as (none); shares are of each "
@@ -95,11 +98,11 @@ def split_whatif_sections(split: Split[WhatIf | str]) -> list[Section]:
 
     row("P50 before ms", lambda w: fmt_ms(w.before.p50))
     row("P50 after ms", lambda w: fmt_ms(w.after.p50))
-    row("speedup at P50", lambda w: f"{w.realized['p50']:.2f}x")
-    row("speedup at P90", lambda w: f"{w.realized['p90']:.2f}x")
+    row("speedup at P50", lambda w: fmt_ratio(w.realized["p50"]))
+    row("speedup at P90", lambda w: fmt_ratio(w.realized["p90"]))
     row(
         "first token sooner at P50",
-        lambda w: "-" if w.ttft_realized_p50 is None else f"{w.ttft_realized_p50:.2f}x",
+        lambda w: "-" if w.ttft_realized_p50 is None else fmt_ratio(w.ttft_realized_p50),
     )
     out = [head]
     for value, _, w in split.parts:

@@ -4,12 +4,23 @@ bench's latency chart. Inline SVG only: the page fetches nothing."""
 from __future__ import annotations
 
 import hashlib
+import math
 from html import escape
 
 from tracer.analysis.render.sections import fmt_ms
+from tracer.analysis.substages import canonical
 from tracer.analysis.waterfall import Waterfall
 
-__all__ = ["STAGE_COLOURS", "legend", "line_chart", "stacked_bars", "stage_colour", "waterfall_svg"]
+__all__ = [
+    "STAGE_COLOURS",
+    "WATERFALL_KEYS",
+    "legend",
+    "line_chart",
+    "nice_step",
+    "stacked_bars",
+    "stage_colour",
+    "waterfall_svg",
+]
 
 # The seven stages in request order, network and other: colours that stay apart
 # for most kinds of colour blindness (Okabe-Ito and neighbours).
@@ -55,19 +66,63 @@ def stage_colour(name: str) -> str:
     return _EXTRA[digest[0] % len(_EXTRA)]
 
 
-def legend(names: list[str]) -> str:
+#: The legend's entries for the patterns of a waterfall, after its stages.
+_HATCH = f"repeating-linear-gradient(45deg,{STAGE_COLOURS['network']} 0 2px,#fff 2px 4px)"
+WATERFALL_KEYS = (
+    (
+        f"background:{_HATCH}",
+        "network span, while the service it calls runs",
+    ),
+    (f"background:{STAGE_COLOURS['network']}", "network: time on the wire between services"),
+    ("background:#8a8f99;opacity:0.35", "faded: off the critical path"),
+    ("background:#1d2330;height:4px;vertical-align:2px", "dark line: on the critical path"),
+)
+
+
+def legend(names: list[str], keys: tuple[tuple[str, str], ...] = ()) -> str:
+    """A legend of ``names`` in the canonical stage order (the same in every section),
+    then the ``keys`` (a swatch's CSS, what it means)."""
     items = "".join(
         f'<span><i class="swatch" style="background:{stage_colour(n)}"></i>{escape(n)}</span>'
-        for n in names
+        for n in canonical(dict.fromkeys(names), lambda n: n)
+    )
+    items += "".join(
+        f'<span><i class="swatch" style="{css}"></i>{escape(text)}</span>' for css, text in keys
     )
     return f'<div class="legend">{items}</div>'
 
 
+def nice_step(span: float, most: int = 6) -> float:
+    """The smallest step of 1, 2 or 5 times a power of ten that puts at most ``most``
+    steps in ``span``: axis ticks on round values (0, 500, 1,000 ms ...)."""
+    if not span > 0 or not math.isfinite(span):
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(span / most))
+    for mult in (1, 2, 5, 10):
+        if span / (mult * power) <= most:
+            return mult * power
+    return 10 * power
+
+
+def _text_px(text: str) -> float:
+    """About how wide ``text`` is at the charts' 12 px."""
+    return 6.6 * len(text)
+
+
 def stacked_bars(
-    bars: list[tuple[str, list[tuple[str, float]], str]], css_id: str, width: int = 1100
+    bars: list[tuple[str, list[tuple[str, float]], str]],
+    css_id: str,
+    width: int = 1100,
+    scales: list[float] | None = None,
 ) -> str:
-    """Horizontal stacked bars; each bar is (label, [(group, fraction)], caption)."""
-    label_w, caption_w, h, gap = 150, 170, 26, 12
+    """Horizontal stacked bars; each bar is (label, [(group, fraction)], caption).
+
+    A piece is labelled with its fraction of its own bar; ``scales`` (one per bar,
+    default 1) draws a bar shorter or longer than the plot, so bars of different
+    totals are drawn to scale while each piece still reads as a share of its bar.
+    """
+    caption_w = max([_text_px(c) for _, _, c in bars] + [120.0]) + 24
+    label_w, h, gap = 150, 26, 12
     plot_w = width - label_w - caption_w
     height = len(bars) * (h + gap) + gap
     parts = [
@@ -75,11 +130,12 @@ def stacked_bars(
         f'viewBox="0 0 {width} {height}">'
     ]
     for row, (label, pieces, caption) in enumerate(bars):
+        scale = 1.0 if scales is None else scales[row]
         y = gap + row * (h + gap)
         parts.append(f'<text x="0" y="{y + h * 0.68:.1f}">{escape(label)}</text>')
         x = float(label_w)
         for name, frac in pieces:
-            w = max(0.0, frac) * plot_w
+            w = max(0.0, frac) * plot_w * scale
             if w <= 0:
                 continue
             parts.append(
@@ -94,33 +150,46 @@ def stacked_bars(
                 )
             x += w
         parts.append(
-            f'<text x="{label_w + plot_w + 10}" y="{y + h * 0.68:.1f}">{escape(caption)}</text>'
+            f'<text x="{label_w + plot_w + 10:.1f}" y="{y + h * 0.68:.1f}">{escape(caption)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
+    """One waterfall: every span's bar faded, the stretches of the critical path it holds
+    in full colour with a dark line on them (as Jaeger's UI marks the path), its
+    duration printed beside it, round ticks on the time axis."""
     label_w, row_h, top = 330, 20, 22
     plot_w = width - label_w - 20
     height = top + row_h * len(wf.rows) + 8
-    span_ms = wf.e2e_ms or 1.0
+    span_ms = wf.scale_ms or 1.0
     pattern = f"net-{index}"
+    net = STAGE_COLOURS["network"]
     parts = [
         f'<svg id="waterfall-{index}" class="waterfall" role="img" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}">',
         f'<defs><pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" '
         'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/>'
-        f'<rect width="3" height="6" fill="{STAGE_COLOURS["network"]}"/></pattern></defs>',
+        f'<rect width="3" height="6" fill="{net}"/></pattern></defs>',
     ]
-    for tick in range(5):
-        ms = span_ms * tick / 4
-        x = label_w + plot_w * tick / 4
-        anchor = "end" if tick == 4 else "start"
+    step = nice_step(span_ms)
+    ticks = int(span_ms / step + 1e-9)
+    for tick in range(ticks + 1):
+        ms = step * tick
+        x = label_w + plot_w * ms / span_ms
+        text = (
+            f"{ms:,.0f} ms" if step >= 1 else f"{ms:,.{max(1, -math.floor(math.log10(step)))}f} ms"
+        )
+        anchor = "end" if x + _text_px(text) > width else "start"
         parts.append(
             f'<line x1="{x:.1f}" y1="{top - 6}" x2="{x:.1f}" y2="{height}" stroke="#eceff3"/>'
-            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{fmt_ms(ms)} ms</text>'
+            f'<text x="{x + 2:.1f}" y="{top - 9}" text-anchor="{anchor}">{text}</text>'
         )
+
+    def px(ms: float) -> float:
+        return label_w + plot_w * ms / span_ms
+
     for r, row in enumerate(wf.rows):
         y = top + r * row_h
         text = f"{row.service}: {row.name}"
@@ -131,23 +200,48 @@ def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
             f"<title>{escape(row.service)}: {escape(row.name)} ({escape(row.stage)})</title>"
             "</text>"
         )
-        x = label_w + plot_w * row.start_ms / span_ms
-        w = max(1.0, plot_w * (row.end_ms - row.start_ms) / span_ms)
-        fill = f"url(#{pattern})" if row.gaps else stage_colour(row.stage)
+        x, duration = px(row.start_ms), row.end_ms - row.start_ms
+        w = max(1.0, plot_w * duration / span_ms)
+        colour = net if row.gaps else stage_colour(row.stage)
+        fill = f"url(#{pattern})" if row.gaps else colour
         parts.append(
             f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" rx="2" '
-            f'fill="{fill}" data-stage="{escape(row.stage)}">'
+            f'fill="{fill}" fill-opacity="0.35" data-stage="{escape(row.stage)}">'
             f"<title>{escape(row.stage)} · {escape(row.name)}: "
-            f"{fmt_ms(row.end_ms - row.start_ms)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
+            f"{fmt_ms(duration)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
             "path</title></rect>"
         )
         for g0, g1, hop in row.gaps:
-            gx = label_w + plot_w * g0 / span_ms
-            gw = max(1.0, plot_w * (g1 - g0) / span_ms)
             parts.append(
-                f'<rect x="{gx:.2f}" y="{y + 3}" width="{gw:.2f}" height="{row_h - 6}" '
-                f'fill="{STAGE_COLOURS["network"]}" class="gap">'
+                f'<rect x="{px(g0):.2f}" y="{y + 3}" width="{max(1.0, px(g1) - px(g0)):.2f}" '
+                f'height="{row_h - 6}" fill="{net}" fill-opacity="0.6" class="gap">'
                 f"<title>network {escape(hop)}: {fmt_ms(g1 - g0)} ms</title></rect>"
+            )
+        for c0, c1 in row.critical:
+            cw = max(1.0, px(c1) - px(c0))
+            parts.append(
+                f'<rect x="{px(c0):.2f}" y="{y + 3}" width="{cw:.2f}" height="{row_h - 6}" '
+                f'fill="{colour}" class="critical"><title>on the critical path: '
+                f"{fmt_ms(c1 - c0)} ms</title></rect>"
+                f'<rect x="{px(c0):.2f}" y="{y + row_h / 2 - 1.5:.1f}" width="{cw:.2f}" '
+                'height="3" fill="#1d2330" class="critical-line"/>'
+            )
+        label = f"{fmt_ms(duration)} ms"
+        if row.critical_ms < duration * 0.95:
+            label += f" ({fmt_ms(row.critical_ms)} on the path)"
+        if x + w + 6 + _text_px(label) <= width:
+            parts.append(f'<text x="{x + w + 5:.1f}" y="{y + 14}">{escape(label)}</text>')
+        elif x - 6 - _text_px(label) >= label_w:
+            parts.append(
+                f'<text x="{x - 5:.1f}" y="{y + 14}" text-anchor="end">{escape(label)}</text>'
+            )
+        else:  # on the bar, past the critical stretches the text would cover
+            at = x
+            for c0, c1 in sorted(row.critical):
+                if px(c0) < at + _text_px(label) + 10 and px(c1) > at:
+                    at = px(c1)
+            parts.append(
+                f'<text x="{at + 5:.1f}" y="{y + 14}" class="on-bar">{escape(label)}</text>'
             )
     parts.append("</svg>")
     return "".join(parts)

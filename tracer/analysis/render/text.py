@@ -15,7 +15,8 @@ __all__ = ["to_markdown", "to_table"]
 
 def _table(section: Section) -> Table:
     # Every text is escaped: names come from the traces (see tracer._terminal).
-    table = Table(title=for_rich(section.title), title_justify="left", show_lines=False)
+    # The title is printed on its own line above (never wrapped to the table's width).
+    table = Table(show_lines=False)
     for n, header in enumerate(section.headers):
         table.add_column(for_rich(header), justify="left" if n == 0 else "right", no_wrap=n > 0)
     for row in section.rows:
@@ -42,12 +43,13 @@ def to_table(sections: list[Section], width: int | None = None, color: bool | No
         soft_wrap=False,
     )
     for section, table in zip(sections, tables, strict=True):
+        # Titles and notes are never wrapped mid-phrase (a wrapped command would not
+        # paste): a long line stays one line, and the terminal folds it if it must.
+        console.print(f"[bold]{for_rich(section.title)}[/bold]", soft_wrap=True)
         if table is not None:
             console.print(table)
-        else:
-            console.print(f"[bold]{for_rich(section.title)}[/bold]")
         for note in section.notes:
-            console.print(f"  {printable(note)}", markup=False)
+            console.print(f"  {printable(note)}", markup=False, soft_wrap=True)
         console.print()
     return buffer.getvalue()
 
