@@ -19,6 +19,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tracer._json_export import _value as otlp_value  # the exporter's own encoding
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.execution import attribute as attribute_module
 from tracer.analysis.execution.shapes import FIELDS
@@ -128,20 +129,8 @@ _TRACE = st.tuples(
 )
 
 
-def _value(v: object) -> dict:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, list):
-        return {"arrayValue": {"values": [_value(x) for x in v]}}
-    return {"stringValue": str(v)}
-
-
 def _attributes(a: dict) -> list[dict]:
-    return [{"key": k, "value": _value(v)} for k, v in a.items()]
+    return [{"key": k, "value": otlp_value(v)} for k, v in a.items()]
 
 
 def _otlp(number: int, changes: list, fractions: list[float]) -> dict[str, list[tuple[dict, dict]]]:
