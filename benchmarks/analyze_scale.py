@@ -24,7 +24,7 @@ is the plain seven-stage chain. Targets on ``--layout collector --mix llm``: one
 most 1.5x json.loads, every core at most 1.0x, peak memory at most 256 MiB.
 
     python benchmarks/analyze_scale.py [--traces 90000] [--layout whole|collector]
-        [--mix chain|llm] [--keep FILE] [--repeat 3] [--dask]
+        [--mix chain|llm] [--both] [--keep FILE] [--repeat 3] [--dask]
 """
 
 from __future__ import annotations
@@ -187,82 +187,123 @@ def main() -> None:
     parser.add_argument("--dask", action="store_true", help="also time --engine dask")
     parser.add_argument("--layout", choices=("whole", "collector"), default="whole")
     parser.add_argument("--mix", choices=("chain", "llm"), default="chain")
+    parser.add_argument(
+        "--both",
+        action="store_true",
+        help="time the whole-trace chain and the Collector layout with the LLM mix side by "
+        "side, interleaved (--keep then names a folder for the two files)",
+    )
     args = parser.parse_args()
     runs: list[tuple[str, str | None, tuple[str, ...]]] = [("serial", "1", ()), ("all", None, ())]
     if args.dask:
         runs.append(("dask", None, ("--engine", "dask")))
+    cases = [("whole", "chain"), ("collector", "llm")] if args.both else [(args.layout, args.mix)]
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.keep or Path(tmp) / "traces.jsonl"
-        if not path.exists():
-            print(f"generating {args.traces:,} traces ...", file=sys.stderr)
-            generate(path, args.traces, layout=args.layout, mix=args.mix)
-        size_mb = path.stat().st_size / 1e6
-        times: dict[str, list[float]] = {k: [] for k in ("json", "orjson", "serial", "all", "dask")}
-        cpu: dict[str, list[float]] = {k: [] for k in ("json", "serial", "all", "dask")}
-        peaks: dict[str, list[float]] = {"serial": [], "all": [], "dask": []}
-        outputs = {}
+        paths = {}
+        for layout, mix in cases:
+            if args.both:
+                folder = args.keep or Path(tmp)
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f"{layout}-{mix}-{args.traces}.jsonl"
+            else:
+                path = args.keep or Path(tmp) / "traces.jsonl"
+            if not path.exists():
+                print(f"generating {args.traces:,} traces ({layout}, {mix}) ...", file=sys.stderr)
+                generate(path, args.traces, layout=layout, mix=mix)
+            paths[layout, mix] = path
+        results = {case: _Case() for case in cases}
+        for _ in range(args.repeat):
+            for case in cases:
+                results[case].measure(paths[case], runs)
+    for (layout, mix), result in results.items():
+        result.report(paths[layout, mix], layout, mix, args)
+
+
+class _Case:
+    """The timings of one file over the interleaved repetitions."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {
+            k: [] for k in ("json", "orjson", "serial", "all", "dask")
+        }
+        self.cpu: dict[str, list[float]] = {k: [] for k in ("json", "serial", "all", "dask")}
+        self.peaks: dict[str, list[float]] = {"serial": [], "all": [], "dask": []}
+        self.outputs: dict[str, dict] = {}
+        self.size_mb = 0.0
+
+    def measure(self, path: Path, runs: list[tuple[str, str | None, tuple[str, ...]]]) -> None:
+        self.size_mb = path.stat().st_size / 1e6
         # Read the file once first: otherwise the first timing (json.loads) alone reads
         # from disk, which made a 1.9 GB file's ratios look 25% better than they are.
         with open(path, "rb") as fh:
             while fh.read(1 << 24):
                 pass
-        for _ in range(args.repeat):
-            for name, loads in (("json", json.loads), ("orjson", orjson.loads)):
-                start, cpu_start = time.perf_counter(), time.process_time()
-                with open(path, "rb") as fh:
-                    for line in fh:
-                        loads(line)
-                times[name].append(time.perf_counter() - start)
-                if name == "json":
-                    cpu[name].append(time.process_time() - cpu_start)
-            for name, workers, extra in runs:
-                seconds, peak, out, used = run_analyze(path, workers, *extra)
-                times[name].append(seconds)
-                cpu[name].append(used)
-                peaks[name].append(peak)
-                outputs[name] = out
-    median = {k: statistics.median(v) for k, v in times.items() if v}
-    out = outputs["all"]
-    print(f"file:              {size_mb:,.0f} MB, {out['spans']:,} spans, {out['traces']:,} traces")
-    print(f"repetitions:       {args.repeat}, interleaved; {os.cpu_count()} CPUs")
-    print(f"json.loads:        {_spread(times['json'])}")
-    print(f"orjson.loads:      {_spread(times['orjson'])}")
-    targets = (1.5, 1.0) if args.layout == "collector" else (2.0, 1.2)
-    print(f"layout, mix:       {args.layout}, {args.mix}")
-    for name, label, target in (
-        ("serial", "analyze, 1 worker", targets[0]),
-        ("all", "analyze, default", targets[1]),
-    ):
-        ratio = median[name] / median["json"]
-        ratios = ", ".join(f"{a / j:.2f}" for a, j in zip(times[name], times["json"], strict=True))
+        for name, loads in (("json", json.loads), ("orjson", orjson.loads)):
+            start, cpu_start = time.perf_counter(), time.process_time()
+            with open(path, "rb") as fh:
+                for line in fh:
+                    loads(line)
+            self.times[name].append(time.perf_counter() - start)
+            if name == "json":
+                self.cpu[name].append(time.process_time() - cpu_start)
+        for name, workers, extra in runs:
+            seconds, peak, out, used = run_analyze(path, workers, *extra)
+            self.times[name].append(seconds)
+            self.cpu[name].append(used)
+            self.peaks[name].append(peak)
+            self.outputs[name] = out
+
+    def report(self, path: Path, layout: str, mix: str, args: argparse.Namespace) -> None:
+        times, cpu, peaks, outputs = self.times, self.cpu, self.peaks, self.outputs
+        median = {k: statistics.median(v) for k, v in times.items() if v}
+        out = outputs["all"]
         print(
-            f"{label + ':':19}{_spread(times[name])}; peak {max(peaks[name]):,.0f} MiB "
-            f"(all processes)"
+            f"file:              {self.size_mb:,.0f} MB, {out['spans']:,} spans, "
+            f"{out['traces']:,} traces"
         )
+        print(f"layout, mix:       {layout}, {mix}")
+        print(f"repetitions:       {args.repeat}, interleaved; {os.cpu_count()} CPUs")
+        print(f"json.loads:        {_spread(times['json'])}")
+        print(f"orjson.loads:      {_spread(times['orjson'])}")
+        targets = (1.5, 1.0) if layout == "collector" else (2.0, 1.2)
+        for name, label, target in (
+            ("serial", "analyze, 1 worker", targets[0]),
+            ("all", "analyze, default", targets[1]),
+        ):
+            ratio = median[name] / median["json"]
+            ratios = ", ".join(
+                f"{a / j:.2f}" for a, j in zip(times[name], times["json"], strict=True)
+            )
+            print(
+                f"{label + ':':19}{_spread(times[name])}; peak {max(peaks[name]):,.0f} MiB "
+                f"(all processes)"
+            )
+            print(
+                f"{'':19}ratio to json.loads {ratio:.2f}x (per repetition {ratios}; target <= "
+                f"{target}x: {'PASS' if ratio <= target else 'FAIL'})"
+            )
+        # CPU seconds are what other work on a shared machine disturbs least: the serial
+        # run's CPU against json.loads' CPU is the per-core cost; the default run's CPU
+        # summed over its workers shows what splitting the file costs.
         print(
-            f"{'':19}ratio to json.loads {ratio:.2f}x (per repetition {ratios}; target <= "
-            f"{target}x: {'PASS' if ratio <= target else 'FAIL'})"
+            f"{'CPU (user+sys):':19}json.loads {statistics.median(cpu['json']):.2f} s, analyze "
+            f"1 worker {statistics.median(cpu['serial']):.2f} s "
+            f"({statistics.median(cpu['serial']) / statistics.median(cpu['json']):.2f}x), "
+            f"default {statistics.median(cpu['all']):.2f} s summed over its processes"
         )
-    # CPU seconds are what other work on a shared machine disturbs least: the serial
-    # run's CPU against json.loads' CPU is the per-core cost; the default run's CPU
-    # summed over its workers shows what splitting the file costs.
-    print(
-        f"{'CPU (user+sys):':19}json.loads {statistics.median(cpu['json']):.2f} s, analyze "
-        f"1 worker {statistics.median(cpu['serial']):.2f} s "
-        f"({statistics.median(cpu['serial']) / statistics.median(cpu['json']):.2f}x), "
-        f"default {statistics.median(cpu['all']):.2f} s summed over its processes"
-    )
-    same = "same result" if outputs["serial"] == outputs["all"] else "RESULTS DIFFER"
-    print(f"serial vs default: {same}")
-    if args.dask:
-        print(
-            f"{'analyze, dask:':19}{_spread(times['dask'])}; peak {max(peaks['dask']):,.0f} MiB "
-            f"(all processes); {median['dask'] / median['json']:.2f}x json.loads; CPU "
-            f"{statistics.median(cpu['dask']):.2f} s summed over its processes"
-        )
-        same = "same result" if outputs["serial"] == outputs["dask"] else "RESULTS DIFFER"
-        print(f"serial vs dask:    {same}")
-    print(f"e2e P50/P90 ms:    {out['e2e_ms']['p50']:.1f} / {out['e2e_ms']['p90']:.1f}")
+        same = "same result" if outputs["serial"] == outputs["all"] else "RESULTS DIFFER"
+        print(f"serial vs default: {same}")
+        if args.dask:
+            print(
+                f"{'analyze, dask:':19}{_spread(times['dask'])}; peak "
+                f"{max(peaks['dask']):,.0f} MiB (all processes); "
+                f"{median['dask'] / median['json']:.2f}x json.loads; CPU "
+                f"{statistics.median(cpu['dask']):.2f} s summed over its processes"
+            )
+            same = "same result" if outputs["serial"] == outputs["dask"] else "RESULTS DIFFER"
+            print(f"serial vs dask:    {same}")
+        print(f"e2e P50/P90 ms:    {out['e2e_ms']['p50']:.1f} / {out['e2e_ms']['p90']:.1f}")
+        print()
 
 
 if __name__ == "__main__":
