@@ -188,8 +188,10 @@ class LiveMetrics:
             raise ValueError(answer)
         return dict(answer)
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Hand over what is queued, then stop the attribution process."""
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Hand over what is queued, then stop the attribution process (its metrics live
+        in memory only, so a stop does not wait long for it: it runs at a low priority,
+        and on a busy machine it would hold the collector's exit up)."""
         self._queue.put(None)
         self._sender.join(timeout=timeout_s)
         self._data.close()
