@@ -52,12 +52,21 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT back to its default, as in a terminal. A test run started as
+    a background job (``bash scripts/check &``) has SIGINT ignored, and a child
+    inherits that: Python then installs no KeyboardInterrupt handler, as for any
+    background job, and SIGINT would not stop serve."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _serve(tmp_path: Path, port: int, otlp_port: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tracer.cli", "serve", "--port", str(port),
          "--otlp-port", str(otlp_port), "--profile", "loopback",
          "--store", str(tmp_path / "spans.db")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_interruptible,
     )  # fmt: skip
 
 
