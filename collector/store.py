@@ -63,14 +63,17 @@ CREATE TABLE IF NOT EXISTS spans (
     stage TEXT,
     status INTEGER NOT NULL,
     first_token_ns INTEGER,
-    attributes BLOB NOT NULL
+    attributes BLOB NOT NULL,
+    trace_state TEXT
 );
 """
 _COLUMNS = (
     "trace_id, span_id, parent_id, service, name, kind, start_ns, end_ns, stage, status, "
-    "first_token_ns, attributes"
+    "first_token_ns, attributes, trace_state"
 )
-_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+#: What a store made before spans kept their trace state is read with.
+_OLD_COLUMNS = _COLUMNS.replace("trace_state", "NULL")
+_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 #: Rows per INSERT statement. sqlite3 lets go of the GIL for every statement it steps,
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
@@ -137,6 +140,7 @@ def span_row(span: Span) -> tuple:
         # A copy: orjson's own result keeps a 4 KiB buffer whatever its length, which
         # made queued rows take 4 KiB per span.
         memoryview(orjson.dumps(span.attributes, default=str)).tobytes(),
+        span.trace_state,
     )
 
 
@@ -197,6 +201,7 @@ class SpanStore:
                 if create:
                     self._conn.executescript(_SCHEMA + EVENTS_SCHEMA)
             self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
+            self._columns = self._trace_state_column()
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
         try:
@@ -209,11 +214,22 @@ class SpanStore:
             self._conn.close()
             raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 12))
+        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 13))
         self._insert_many = f"INSERT INTO spans ({_COLUMNS}) VALUES " + ",".join(
             [_ROW] * self._rows_per_statement
         )
         self._lock = threading.Lock()
+
+    def _trace_state_column(self) -> str:
+        """The columns to read: a store made before spans kept their trace state gets
+        the column when it is opened for writing, and is read without it otherwise."""
+        names = {row[1] for row in self._conn.execute("PRAGMA table_info(spans)")}
+        if "trace_state" in names:
+            return _COLUMNS
+        if self.read_only:
+            return _OLD_COLUMNS
+        self._conn.execute("ALTER TABLE spans ADD COLUMN trace_state TEXT")
+        return _COLUMNS
 
     def _probe_write(self) -> None:
         """Raise now, not at the first batch, when the file cannot be written."""
@@ -320,7 +336,7 @@ class SpanStore:
         ids are empty or whose end is before its start is skipped and counted in
         ``warnings``, not raised.
         """
-        query = f"SELECT {_COLUMNS} FROM spans"
+        query = f"SELECT {self._columns} FROM spans"
         params: tuple = ()
         if since_ns is not None:
             query += (
@@ -387,7 +403,7 @@ class SpanStore:
                 "HAVING MIN(start_ns) >= ?)"
             )
             params.append(since_ns)
-        query = f"SELECT {_COLUMNS}, rowid FROM spans"
+        query = f"SELECT {self._columns}, rowid FROM spans"
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY trace_id, rowid"
@@ -407,7 +423,7 @@ class SpanStore:
                 for row in rows:
                     span = _span_of_row(row, tally, events)
                     if span is not None:
-                        yield row[12], span
+                        yield row[13], span
         finally:
             cursor.close()
 
@@ -442,7 +458,7 @@ class SpanStore:
         if not ids:
             return
         query = (
-            f"SELECT {_COLUMNS} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
+            f"SELECT {self._columns} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
             "ORDER BY rowid"
         )
         with self._lock, self._reading():
@@ -485,6 +501,7 @@ def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> S
         status=row[9],
         first_token_ns=row[10],
         attributes=attributes,
+        trace_state=row[12] if isinstance(row[12], str) and row[12] else None,
     )
     if events:
         own = events.get((row[0], row[1]))

@@ -58,6 +58,7 @@ __all__ = [
     "INFERENCE_PREFILL",
     "INFERENCE_QUEUE",
     "JAEGER_SPAN_KIND",
+    "JAEGER_TRACE_STATE",
     "LEGACY_CHUNK_EVENT",
     "LLMD_DECODE_MS",
     "LLMD_KV_TRANSFER_MS",
@@ -151,6 +152,9 @@ SERVICE_INSTANCE_ID = "service.instance.id"
 HOST_NAME = "host.name"
 #: The span kind tag of Jaeger's JSON (``client``, ``server``, ...).
 JAEGER_SPAN_KIND = "span.kind"
+#: The tag Jaeger keeps an OTLP span's trace state in (opentelemetry-collector-contrib
+#: ``pkg/translator/jaeger``, ``tagW3CTraceState``).
+JAEGER_TRACE_STATE = "w3c.tracestate"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 
 # GenAI semantic conventions (experimental).
