@@ -78,6 +78,8 @@ __all__ = [
     "PROCESS_CPU_NS",
     "PROCESS_CPU_TOTAL_NS",
     "RUN",
+    "SAMPLE_RATE",
+    "SAMPLING_PROBABILITY",
     "SERVICE_INSTANCE_ID",
     "SERVICE_NAME",
     "SPANS_DROPPED",
@@ -145,6 +147,11 @@ POOL_WAIT_NS = "hoptrace.pool.wait_ns"
 
 # Standard resource, span and HTTP keys.
 SERVICE_NAME = "service.name"
+#: A span's sampling probability as other samplers record it (0..1; OpenTelemetry
+#: Java's ``SamplingAttributes``, specification pull request 570).
+SAMPLING_PROBABILITY = "sampling.probability"
+#: Honeycomb's sample rate: the span stands for this many (1 in N).
+SAMPLE_RATE = "SampleRate"
 #: Resource and server spans: the process's unique id among the instances of its
 #: service (a UUID v4).
 SERVICE_INSTANCE_ID = "service.instance.id"
