@@ -220,6 +220,8 @@ def _otlp_span(s: Span) -> dict[str, Any]:
     }
     if s.parent_id:
         out["parentSpanId"] = s.parent_id
+    if s.trace_state:
+        out["traceState"] = s.trace_state
     if s.first_token_ns is not None:
         out["events"] = [{"name": attrs.FIRST_TOKEN_EVENT, "timeUnixNano": str(s.first_token_ns)}]
     return out
@@ -260,6 +262,8 @@ def to_jaeger_json(spans: Iterable[Span]) -> dict[str, Any]:
             tags.append(
                 {"key": attrs.JAEGER_SPAN_KIND, "type": "string", "value": _KIND_TAG[s.kind]}
             )
+        if s.trace_state:
+            tags.append({"key": attrs.JAEGER_TRACE_STATE, "type": "string", "value": s.trace_state})
         logs = []
         if s.first_token_ns is not None:
             logs.append(

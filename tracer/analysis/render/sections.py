@@ -8,6 +8,7 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.cache import CacheStats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
+from tracer.analysis.estimate import CONFIDENCE, Interval
 from tracer.analysis.substages import covers, nested, parent_of
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
@@ -19,6 +20,7 @@ __all__ = [
     "cache_section",
     "comparison_sections",
     "fmt_ms",
+    "fmt_ms_in",
     "fmt_pct",
     "fmt_ratio",
     "fmt_tokens",
@@ -28,6 +30,7 @@ __all__ = [
     "parents_of",
     "row_name",
     "shown_groups",
+    "sample_note",
     "warnings_note",
     "whatif_sections",
 ]
@@ -122,10 +125,47 @@ def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
+def fmt_ms_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
+    """Milliseconds, with their interval in parentheses when there is one."""
+    if iv is None or key not in iv:
+        return fmt_ms(v)
+    return f"{fmt_ms(v)} ({fmt_ms(iv[key].low)}-{fmt_ms(iv[key].high)})"
+
+
+def _pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str:
+    """A share, with its interval in parentheses when there is one."""
+    if v is None or iv is None or key not in iv:
+        return fmt_pct(v)
+    return f"{fmt_pct(v)} ({iv[key].low * 100:.1f}-{iv[key].high * 100:.1f})"
+
+
 def _stats_line(label: str, s: Stats) -> str:
+    iv = s.intervals
     return (
-        f"{label}: P50 {fmt_ms(s.p50)} ms, P90 {fmt_ms(s.p90)} ms, P99 {fmt_ms(s.p99)} ms, "
-        f"mean {fmt_ms(s.mean)} ms (n={s.n})"
+        f"{label}: P50 {fmt_ms_in(s.p50, iv, 'p50')} ms, P90 {fmt_ms_in(s.p90, iv, 'p90')} ms, "
+        f"P99 {fmt_ms_in(s.p99, iv, 'p99')} ms, mean {fmt_ms_in(s.mean, iv, 'mean')} ms (n={s.n})"
+    )
+
+
+def sample_note(a: Analysis) -> str | None:
+    """What a sample of the traffic stands for, in one sentence (None for full data)."""
+    s = a.sample
+    if s is None:
+        return None
+    rate = (
+        f", {s.rate_per_s:,.1f} traces/s ({s.rate_interval.low:,.1f}-{s.rate_interval.high:,.1f})"
+        if s.rate_per_s is not None and s.rate_interval is not None
+        else ""
+    )
+    unknown = (
+        f"; {s.unknown_weight} of them with no known sampling probability (counted once)"
+        if s.unknown_weight
+        else ""
+    )
+    return (
+        f"sampled traffic: these {s.kept:,} traces stand for about {s.estimated_traces:,.0f} "
+        f"({s.interval.low:,.0f}-{s.interval.high:,.0f}){rate}{unknown}; every figure is an "
+        f"estimate, its {CONFIDENCE:.0%} confidence interval in parentheses"
     )
 
 
@@ -139,20 +179,24 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
     shown, gone = shown_groups(a) if by_stage else (list(a.groups), [])
     parents = parents_of([g.name for g in shown])
     for g in nested(shown, lambda g: g.name) if by_stage else shown:
+        iv = g.intervals
         head.rows.append(
             [
                 group_label(g.name, by_stage, parents),
-                fmt_pct(g.share),
-                fmt_pct(g.tail_share),
-                fmt_pct(g.ttft_share),
-                fmt_ms(g.mean_ms),
-                fmt_ms(g.p50_ms),
-                fmt_ms(g.p90_ms),
-                fmt_ms(g.p99_ms),
+                _pct_in(g.share, iv, "share"),
+                _pct_in(g.tail_share, iv, "tail_share"),
+                _pct_in(g.ttft_share, iv, "ttft_share"),
+                fmt_ms_in(g.mean_ms, iv, "mean_ms"),
+                fmt_ms_in(g.p50_ms, iv, "p50_ms"),
+                fmt_ms_in(g.p90_ms, iv, "p90_ms"),
+                fmt_ms_in(g.p99_ms, iv, "p99_ms"),
             ]
         )
     if by_stage:
         head.notes.extend(_family_notes(a, shown, gone))
+    sampled = sample_note(a)
+    if sampled is not None:
+        head.notes.append(sampled)
     head.notes.append(_stats_line("end-to-end", a.e2e))
     if a.ttft is not None:
         head.notes.append(_stats_line("time to first token, as the client sees it", a.ttft))
@@ -191,9 +235,9 @@ def hops_section(a: Analysis) -> Section | None:
             [
                 f"{h.source} -> {h.target}",
                 str(h.n),
-                fmt_ms(h.mean_ms),
-                fmt_ms(h.p50_ms),
-                fmt_ms(h.p90_ms),
+                fmt_ms_in(h.mean_ms, h.intervals, "mean_ms"),
+                fmt_ms_in(h.p50_ms, h.intervals, "p50_ms"),
+                fmt_ms_in(h.p90_ms, h.intervals, "p90_ms"),
             ]
         )
     return hops
