@@ -21,6 +21,16 @@ def slo_dict(result: SloAnalysis) -> dict[str, Any]:
         "attainment": number(result.attainment),
         "attainment_by_metric": {m: number(v) for m, v in result.attainment_by_metric},
         "without_ttft": result.without_ttft,
+        **(
+            {}
+            if result.estimate is None
+            else {
+                "attainment_interval": [
+                    number(result.estimate[1].low),
+                    number(result.estimate[1].high),
+                ]
+            }
+        ),
         "lost_by": [
             {
                 "name": g.name,
@@ -36,9 +46,12 @@ def slo_dict(result: SloAnalysis) -> dict[str, Any]:
 def slo_sections(result: SloAnalysis) -> list[Section]:
     """Attainment, and per group how much longer it took in the traces that miss."""
     by_stage = result.group_by == "stage"
+    attained = fmt_pct(result.attainment)
+    if result.estimate is not None:
+        iv = result.estimate[1]
+        attained += f" ({iv.low * 100:.1f}-{iv.high * 100:.1f}, estimated from a sample)"
     section = Section(
-        f"SLO {result.slo.describe()}: {fmt_pct(result.attainment)} of {result.traces} "
-        "traces meet it",
+        f"SLO {result.slo.describe()}: {attained} of {result.traces} traces meet it",
         [result.group_by, "mean ms, missing", "mean ms, meeting", "extra ms when missing"],
     )
     for g in result.losses:
