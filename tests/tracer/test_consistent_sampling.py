@@ -150,3 +150,32 @@ def test_setup_installs_it_from_the_keyword_and_refuses_bad_input():
     finally:
         tracer.shutdown()
         fresh_tracer_provider()
+
+
+def test_a_stage_under_an_unsampled_parent_makes_no_span_and_keeps_its_context():
+    from opentelemetry import context
+
+    fresh_tracer_provider()
+    exporter = InMemorySpanExporter()
+    try:
+        tracer.setup("svc", sample_ratio=0.5, exporter=exporter)
+        seen = {}
+        for sampled in (False, True):
+            flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
+            low = (1 << 55) if sampled else 0  # consistent with th:8
+            ctx = SpanContext((7 << 64) | low, 0xABC, True, flags, TraceState([("ot", "th:8")]))
+            token = context.attach(trace.set_span_in_context(NonRecordingSpan(ctx)))
+            try:
+                with tracer.stage("auth") as span:
+                    inner = trace.get_current_span().get_span_context()
+                    recording = span.is_recording()
+            finally:
+                context.detach(token)
+            seen[sampled] = (recording, inner.trace_id == ctx.trace_id, inner.span_id)
+        assert seen[False] == (False, True, 0xABC)  # the parent's unsampled context
+        assert seen[True][:2] == (True, True) and seen[True][2] != 0xABC
+        assert tracer.force_flush()
+        assert [s.name for s in exporter.get_finished_spans()] == ["auth"]
+    finally:
+        tracer.shutdown()
+        fresh_tracer_provider()
