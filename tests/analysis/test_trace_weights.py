@@ -205,3 +205,28 @@ def test_sampled_spans_reach_a_real_collector_and_are_weighted(collector_process
     assert a.sample is not None and a.sample.unknown_weight == 0
     assert 50 <= a.sample.kept <= 150  # 100 expected, standard deviation 8.7
     assert a.sample.interval.low <= 400 <= a.sample.interval.high
+
+
+def test_the_table_and_the_page_show_the_intervals_of_a_sample(tmp_path: Path):
+    spans = [
+        msgspec.structs.replace(s, trace_state="ot=th:c")
+        for i in range(40)
+        for s in chain_trace(f"{i + 1:032x}", _T0 + i * 10**9, {**SEED_MS, "auth": 50.0 + i})
+    ]
+    source = tmp_path / "sampled.json"
+    source.write_text(json.dumps(to_otlp_json(spans)))
+    runner = CliRunner()
+    table = runner.invoke(main, ["analyze", str(source)])
+    assert table.exit_code == 0, table.output
+    assert "these 40 traces stand for about 160" in table.output
+    assert "99% confidence interval" in table.output
+    page = tmp_path / "r.html"
+    html = runner.invoke(main, ["analyze", str(source), "--format", "html", "-o", str(page)])
+    assert html.exit_code == 0, html.output
+    text = page.read_text()
+    assert "these 40 traces stand for about 160" in text
+    data = json.loads(runner.invoke(main, ["analyze", str(source), "--format", "json"]).output)
+    auth = next(g for g in data["groups"] if g["name"] == "auth")
+    low, high = auth["intervals"]["p50_ms"]
+    assert low < auth["p50_ms"] < high
+    assert f"{auth['p50_ms']:,.1f} ({low:,.1f}-{high:,.1f})" in text
