@@ -22,7 +22,13 @@ on. The goals it is set against:
   untraced chain takes a request (its three services and the client, measured here
   on an untraced chain, ``--profile loopback`` as ``chain_overhead.py``).
 
+With ``--sample-ratio 0.1`` the traced runs sample a tenth of their requests with the
+consistent probability sampler (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``): each
+scenario's requests are roots, so the rest make the SDK's non-recording spans, and the
+rows say what a sampled service's spans cost on average.
+
     python benchmarks/span_floor.py [--rounds 5] [--n1 200 --n2 2200] [--chain-requests 600]
+        [--sample-ratio 0.1]
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -197,13 +204,20 @@ def main() -> None:
     parser.add_argument("--untraced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--requests", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--spans", help=argparse.SUPPRESS)
+    parser.add_argument("--sample-ratio", type=float, default=None)
     args = parser.parse_args()
     if args.run:
         _child(args.run, args.traced, args.requests, args.spans)
         return
+    if args.sample_ratio is not None and not 0 <= args.sample_ratio <= 1:
+        parser.error(f"--sample-ratio must be in 0..1, got {args.sample_ratio!r}")
     tmp = tempfile.TemporaryDirectory(prefix="hoptrace-floor-")
     spans = str(Path(tmp.name) / "spans.json")
-    count = _chain_spans(Path(spans))
+    count = _chain_spans(Path(spans))  # every span of a request, unsampled
+    if args.sample_ratio is not None:  # the measured children inherit it
+        os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+        os.environ["OTEL_TRACES_SAMPLER_ARG"] = repr(args.sample_ratio)
+        print(f"traced runs sample {args.sample_ratio:g} of their requests")
     print(
         f"CPU ms a request added by tracing, each piece alone in a process; {args.rounds} "
         f"rounds alternating traced and untraced, ({args.n2} - {args.n1}) requests each",
