@@ -33,14 +33,15 @@ _UNKNOWN = (1.0, False)
 
 def carries_sampling(spans: list[Span]) -> bool:
     """Whether any span of the trace has a trace state or its root a sampling
-    attribute: then its weight is read (:func:`trace_weight`)."""
+    attribute: then its weight is read (:func:`trace_weight`). Only the first span
+    without a parent is looked at: a trace with more than one takes the scalar path
+    anyway."""
     if any(map(_TRACE_STATE, spans)):
         return True
     for s in spans:
-        if s.parent_id is None and (
-            attrs.SAMPLING_PROBABILITY in s.attributes or attrs.SAMPLE_RATE in s.attributes
-        ):
-            return True
+        if s.parent_id is None:
+            a = s.attributes
+            return attrs.SAMPLING_PROBABILITY in a or attrs.SAMPLE_RATE in a
     return False
 
 
