@@ -23,9 +23,11 @@ on. The goals it is set against:
   on an untraced chain, ``--profile loopback`` as ``chain_overhead.py``).
 
 With ``--sample-ratio 0.1`` the traced runs sample a tenth of their requests with the
-consistent probability sampler (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``): each
-scenario's requests are roots, so the rest make the SDK's non-recording spans, and the
-rows say what a sampled service's spans cost on average.
+consistent probability sampler (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``): the
+client and stage scenarios' requests are roots the sampler decides, the server
+scenario's come from a caller that sampled one in ten (the rest unsampled, as the
+chain's app and model see them), and the rows say what a sampled service's spans cost
+on average.
 
     python benchmarks/span_floor.py [--rounds 5] [--n1 200 --n2 2200] [--chain-requests 600]
         [--sample-ratio 0.1]
@@ -101,6 +103,8 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512",
     }
     pieces._provider(traced, EncodeOnly("http://127.0.0.1:9/v1/traces"), batching)
+    if scenario == "server" and os.environ.get("OTEL_TRACES_SAMPLER") == "parentbased_traceidratio":
+        _sampled_parents(float(os.environ.get("OTEL_TRACES_SAMPLER_ARG") or 1))
     scenarios = {
         "server": pieces._server,
         "client": pieces._client,
@@ -110,6 +114,25 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
     }
     scenarios[scenario](n)
     tracer.shutdown()  # the export thread encodes what is still queued
+
+
+def _sampled_parents(ratio: float) -> None:
+    """The server scenario's requests come from a sampled caller one time in
+    ``1 / ratio`` and from an unsampled one otherwise, as the chain's app and model see
+    them when the gateway samples ``ratio`` of the requests."""
+    import itertools
+
+    import tracer.testing as testing
+
+    real, count = testing.call_asgi, itertools.count()
+    every = max(1, round(1 / ratio)) if ratio > 0 else 0
+
+    async def call(app: Any, scope: dict[str, Any], body: bytes) -> Any:
+        flags = b"01" if every and next(count) % every == 0 else b"00"
+        headers = [(k, v[:-2] + flags if k == b"traceparent" else v) for k, v in scope["headers"]]
+        return await real(app, dict(scope, headers=headers), body)
+
+    testing.call_asgi = call  # type: ignore[assignment]
 
 
 def _cpu_ms(scenario: str, traced: bool, n: int, spans: str) -> float:
