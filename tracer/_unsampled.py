@@ -66,10 +66,10 @@ class _SkipUnsampled:
         if scope.get("type") == "http" and _unsampled(scope) and _skipping():
             from opentelemetry.instrumentation.asgi import asgi_getter
 
-            parent = trace.get_current_span(propagate.extract(scope, getter=asgi_getter))
-            ctx = parent.get_span_context()
+            extracted = propagate.extract(scope, getter=asgi_getter)  # baggage too
+            ctx = trace.get_current_span(extracted).get_span_context()
             if ctx.is_valid and not ctx.trace_flags.sampled:
-                token = otel_context.attach(trace.set_span_in_context(parent))
+                token = otel_context.attach(extracted)
                 try:
                     await self.bare(scope, receive, send)
                 finally:

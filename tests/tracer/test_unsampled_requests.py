@@ -23,6 +23,7 @@ def _scope(traceparent: str | None) -> dict:
     if traceparent is not None:
         headers.append((b"traceparent", traceparent.encode()))
         headers.append((b"tracestate", b"vendor=v1,ot=th:8"))
+        headers.append((b"baggage", b"hoptrace.run=r1"))
     return {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
         "scheme": "http", "root_path": "", "query_string": b"", "path": "/work",
@@ -37,6 +38,7 @@ def test_an_unsampled_request_skips_its_server_span_but_not_its_trace_context():
         tracer.setup("svc", sample_ratio=1.0, exporter=InMemorySpanExporter())
         app = FastAPI()
         seen: list[tuple[str, str, bool]] = []
+        baggage: list[str | None] = []
 
         @app.get("/work")
         async def work() -> dict:
@@ -45,6 +47,7 @@ def test_an_unsampled_request_skips_its_server_span_but_not_its_trace_context():
             carrier: dict[str, str] = {}
             propagate.inject(carrier)  # what a call to the next service would carry
             seen.append((carrier["traceparent"], carrier.get("tracestate", ""), recording))
+            baggage.append(carrier.get("baggage"))
             return {}
 
         tracer.instrument_fastapi(app, stage="app")
@@ -56,6 +59,7 @@ def test_an_unsampled_request_skips_its_server_span_but_not_its_trace_context():
             servers = [s for s in captured.spans if s.kind == SpanKind.SERVER]
             stages = [s for s in captured.spans if s.name == "auth"]
             traceparent, tracestate, recording = seen[-1]
+            assert baggage[-1] == (None if flags is None else "hoptrace.run=r1")
             if flags == "00":  # no span of ours; the next service is told the same
                 assert servers == [] and stages == [] and not recording
                 assert traceparent.startswith(f"00-{_TRACE}-")
