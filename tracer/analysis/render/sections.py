@@ -22,6 +22,7 @@ __all__ = [
     "fmt_ms",
     "fmt_ms_in",
     "fmt_pct",
+    "fmt_pct_in",
     "fmt_ratio",
     "fmt_tokens",
     "group_label",
@@ -132,7 +133,7 @@ def fmt_ms_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
     return f"{fmt_ms(v)} ({fmt_ms(iv[key].low)}-{fmt_ms(iv[key].high)})"
 
 
-def _pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str:
+def fmt_pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str:
     """A share, with its interval in parentheses when there is one."""
     if v is None or iv is None or key not in iv:
         return fmt_pct(v)
@@ -183,9 +184,9 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
         head.rows.append(
             [
                 group_label(g.name, by_stage, parents),
-                _pct_in(g.share, iv, "share"),
-                _pct_in(g.tail_share, iv, "tail_share"),
-                _pct_in(g.ttft_share, iv, "ttft_share"),
+                fmt_pct_in(g.share, iv, "share"),
+                fmt_pct_in(g.tail_share, iv, "tail_share"),
+                fmt_pct_in(g.ttft_share, iv, "ttft_share"),
                 fmt_ms_in(g.mean_ms, iv, "mean_ms"),
                 fmt_ms_in(g.p50_ms, iv, "p50_ms"),
                 fmt_ms_in(g.p90_ms, iv, "p90_ms"),
