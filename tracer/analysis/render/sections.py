@@ -291,6 +291,9 @@ def analysis_sections(
     return sections
 
 
+_STATS_KEYS = ("mean", "p50", "p90", "p99")
+
+
 def whatif_headline(w: WhatIf) -> str:
     """The sentence a manager reads."""
     k = f"{w.speedup:g}"
@@ -316,19 +319,13 @@ def whatif_sections(w: WhatIf) -> list[Section]:
     head.rows.append(
         [
             "before",
-            fmt_ms(w.before.mean),
-            fmt_ms(w.before.p50),
-            fmt_ms(w.before.p90),
-            fmt_ms(w.before.p99),
+            *(fmt_ms_in(getattr(w.before, k), w.before.intervals, k) for k in _STATS_KEYS),
         ]
     )
     head.rows.append(
         [
             "after",
-            fmt_ms(w.after.mean),
-            fmt_ms(w.after.p50),
-            fmt_ms(w.after.p90),
-            fmt_ms(w.after.p99),
+            *(fmt_ms_in(getattr(w.after, k), w.after.intervals, k) for k in _STATS_KEYS),
         ]
     )
     head.rows.append(
