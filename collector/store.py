@@ -228,7 +228,11 @@ class SpanStore:
             return _COLUMNS
         if self.read_only:
             return _OLD_COLUMNS
-        self._conn.execute("ALTER TABLE spans ADD COLUMN trace_state TEXT")
+        try:
+            self._conn.execute("ALTER TABLE spans ADD COLUMN trace_state TEXT")
+        except sqlite3.OperationalError as exc:  # another writer added it first
+            if "duplicate column" not in str(exc):
+                raise
         return _COLUMNS
 
     def _probe_write(self) -> None:
