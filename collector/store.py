@@ -223,8 +223,7 @@ class SpanStore:
     def _trace_state_column(self) -> str:
         """The columns to read: a store made before spans kept their trace state gets
         the column when it is opened for writing, and is read without it otherwise."""
-        names = {row[1] for row in self._conn.execute("PRAGMA table_info(spans)")}
-        if "trace_state" in names:
+        if any(row[1] == "trace_state" for row in self._conn.execute("PRAGMA table_info(spans)")):
             return _COLUMNS
         if self.read_only:
             return _OLD_COLUMNS
