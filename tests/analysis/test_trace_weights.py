@@ -230,3 +230,23 @@ def test_the_table_and_the_page_show_the_intervals_of_a_sample(tmp_path: Path):
     low, high = auth["intervals"]["p50_ms"]
     assert low < auth["p50_ms"] < high
     assert f"{auth['p50_ms']:,.1f} ({low:,.1f}-{high:,.1f})" in text
+
+
+def test_slo_attainment_and_goodput_of_a_sample_are_estimates_with_intervals():
+    from tracer.analysis.slo import parse_slo, slo_analysis
+
+    ts = TraceSet()
+    for i in range(100):  # one a second; half over 1.7 s end to end
+        ms = {**SEED_MS, "inference": 1000.0 if i % 2 else 1200.0}
+        ts.add(
+            _with(
+                chain_trace(f"{i + 1:032x}", _T0 + i * 10**9, ms), root="ot=th:c", child="ot=th:c"
+            )
+        )
+    result = slo_analysis(analyze(ts).columns, parse_slo("e2e=1700ms"))
+    assert result.meeting == 50 and result.attainment == pytest.approx(0.5)
+    assert result.estimate is not None
+    low, high = result.estimate[1].low, result.estimate[1].high
+    assert low < 0.5 < high
+    assert result.goodput_per_s is not None  # 200 of 400 estimated requests in 99 s
+    assert result.goodput_per_s[0] == pytest.approx(200 / 99)

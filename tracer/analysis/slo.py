@@ -26,7 +26,7 @@ import numpy as np
 
 from tracer._errors import ConfigError
 from tracer.analysis._columns import Columns
-from tracer.analysis.estimate import Interval, ratio
+from tracer.analysis.estimate import Interval, ratio, total
 
 __all__ = [
     "METRICS",
@@ -146,6 +146,9 @@ class SloAnalysis:
     #: From sampled (weighted) traces: the estimated attainment of the whole traffic
     #: and its confidence interval (``traces`` and ``meeting`` count the sample).
     estimate: tuple[float, Interval] | None = None
+    #: From sampled traces: the traffic's requests a second that meet the SLO (its
+    #: goodput) over the time the sample spans, with its interval; None for one instant.
+    goodput_per_s: tuple[float, Interval] | None = None
 
     @property
     def missing(self) -> int:
@@ -201,7 +204,13 @@ def slo_analysis(cols: Columns, slo: Slo, group_by: str = "stage") -> SloAnalysi
                 meeting_mean = ratio(w[meets], per_group[k, meets])[0]
             losses.append(GroupLoss(cols.group_names[k], float(missing), float(meeting_mean)))
         losses.sort(key=lambda g: (-g.extra_ms, g.name))
-    estimate = None if w is None or not n else ratio(w, meets.astype(float))
+    estimate = goodput = None
+    if w is not None and n:
+        estimate = ratio(w, meets.astype(float))
+        seconds = (int(cols.start_ns.max()) - int(cols.start_ns.min())) / 1e9
+        if seconds > 0:
+            met, interval = total(w, meets.astype(float))
+            goodput = (met / seconds, interval.scaled(1 / seconds))
     return SloAnalysis(
-        slo, group_by, n, meeting, tuple(by_metric), without_ttft, tuple(losses), estimate
+        slo, group_by, n, meeting, tuple(by_metric), without_ttft, tuple(losses), estimate, goodput
     )

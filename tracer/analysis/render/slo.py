@@ -28,7 +28,13 @@ def slo_dict(result: SloAnalysis) -> dict[str, Any]:
                 "attainment_interval": [
                     number(result.estimate[1].low),
                     number(result.estimate[1].high),
-                ]
+                ],
+                "goodput_per_s": None
+                if result.goodput_per_s is None
+                else number(result.goodput_per_s[0]),
+                "goodput_per_s_interval": None
+                if result.goodput_per_s is None
+                else [number(result.goodput_per_s[1].low), number(result.goodput_per_s[1].high)],
             }
         ),
         "lost_by": [
@@ -62,6 +68,12 @@ def slo_sections(result: SloAnalysis) -> list[Section]:
                 fmt_ms(g.meeting_mean_ms),
                 f"{round(g.extra_ms, 1) or 0.0:+,.1f}",
             ]
+        )
+    if result.goodput_per_s is not None:
+        rate, iv = result.goodput_per_s
+        section.notes.append(
+            f"goodput: {rate:,.1f} requests/s meet it ({iv.low:,.1f}-{iv.high:,.1f}), "
+            "estimated from the sample"
         )
     section.notes.append(
         "per limit: "
