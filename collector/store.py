@@ -36,6 +36,7 @@ from collector._events import (
     read_events,
 )
 from collector._recent import RecentKeys
+from collector._schema import COLUMNS, ROW, SCHEMA, read_columns
 from tracer._errors import SourceError
 from tracer.spans._numbers import checked, needs_check
 from tracer.spans.events import with_events
@@ -50,30 +51,6 @@ __all__ = [
     "span_row",
 ]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_id TEXT,
-    service TEXT NOT NULL,
-    name TEXT NOT NULL,
-    kind INTEGER NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
-    stage TEXT,
-    status INTEGER NOT NULL,
-    first_token_ns INTEGER,
-    attributes BLOB NOT NULL,
-    trace_state TEXT
-);
-"""
-_COLUMNS = (
-    "trace_id, span_id, parent_id, service, name, kind, start_ns, end_ns, stage, status, "
-    "first_token_ns, attributes, trace_state"
-)
-#: What a store made before spans kept their trace state is read with.
-_OLD_COLUMNS = _COLUMNS.replace("trace_state", "NULL")
-_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
 #: Rows per INSERT statement. sqlite3 lets go of the GIL for every statement it steps,
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
@@ -199,9 +176,9 @@ class SpanStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 if create:
-                    self._conn.executescript(_SCHEMA + EVENTS_SCHEMA)
+                    self._conn.executescript(SCHEMA + EVENTS_SCHEMA)
             self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
-            self._columns = self._trace_state_column()
+            self._columns = read_columns(self._conn, read_only)
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
         try:
@@ -215,24 +192,10 @@ class SpanStore:
             raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 13))
-        self._insert_many = f"INSERT INTO spans ({_COLUMNS}) VALUES " + ",".join(
-            [_ROW] * self._rows_per_statement
+        self._insert_many = f"INSERT INTO spans ({COLUMNS}) VALUES " + ",".join(
+            [ROW] * self._rows_per_statement
         )
         self._lock = threading.Lock()
-
-    def _trace_state_column(self) -> str:
-        """The columns to read: a store made before spans kept their trace state gets
-        the column when it is opened for writing, and is read without it otherwise."""
-        if any(row[1] == "trace_state" for row in self._conn.execute("PRAGMA table_info(spans)")):
-            return _COLUMNS
-        if self.read_only:
-            return _OLD_COLUMNS
-        try:
-            self._conn.execute("ALTER TABLE spans ADD COLUMN trace_state TEXT")
-        except sqlite3.OperationalError as exc:  # another writer added it first
-            if "duplicate column" not in str(exc):
-                raise
-        return _COLUMNS
 
     def _probe_write(self) -> None:
         """Raise now, not at the first batch, when the file cannot be written."""
@@ -318,7 +281,7 @@ class SpanStore:
                     )
                 if whole < len(fresh):
                     self._conn.executemany(
-                        f"INSERT INTO spans ({_COLUMNS}) VALUES {_ROW}", fresh[whole:]
+                        f"INSERT INTO spans ({COLUMNS}) VALUES {ROW}", fresh[whole:]
                     )
                 if events:
                     self._conn.executemany(INSERT_EVENT, events)
