@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextvars import ContextVar, Token
 
 from opentelemetry.context import Context
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import (
     ALWAYS_ON,
     Decision,
@@ -45,7 +47,14 @@ from tracer._threshold import (
     with_ot_value,
 )
 
-__all__ = ["ConsistentProbabilitySampler", "ParentBasedAlwaysOn", "default_sampler"]
+__all__ = [
+    "ConsistentProbabilitySampler",
+    "ParentBasedAlwaysOn",
+    "PresetIdGenerator",
+    "default_sampler",
+    "preset_trace_id",
+    "reset_preset",
+]
 
 _RECORD_AND_SAMPLE = Decision.RECORD_AND_SAMPLE
 _DROP = Decision.DROP
@@ -131,6 +140,38 @@ class ConsistentProbabilitySampler(ParentBased):
 
     def get_description(self) -> str:
         return f"ParentBased{{root=ConsistentProbability{{ratio={self.ratio}}}}}"
+
+    def keeps(self, trace_id: int) -> bool:
+        """Whether a root span of ``trace_id`` is kept."""
+        return trace_id & _RANDOM_BITS >= self._threshold
+
+
+_preset: ContextVar[int | None] = ContextVar("hoptrace_preset_trace_id", default=None)
+
+
+class PresetIdGenerator(RandomIdGenerator):
+    """The SDK's random ids, except that the next trace id made in a context where
+    :func:`preset_trace_id` set one is that one (once): a request whose root the
+    server middleware decided in advance (``tracer._unsampled``) gets the trace id the
+    decision was made on, so the sampler decides the same."""
+
+    def generate_trace_id(self) -> int:
+        preset = _preset.get()
+        if preset is not None:
+            _preset.set(None)
+            return preset
+        return super().generate_trace_id()
+
+
+def preset_trace_id(trace_id: int | None) -> Token[int | None]:
+    """Make ``trace_id`` the next trace id :class:`PresetIdGenerator` gives in this
+    context; reset with the token (``_preset.reset``) when the request is done."""
+    return _preset.set(trace_id)
+
+
+def reset_preset(token: Token[int | None]) -> None:
+    """Undo :func:`preset_trace_id`."""
+    _preset.reset(token)
 
 
 def _consistent(state: TraceState, trace_id: int, sampled: bool) -> TraceState:

@@ -207,7 +207,11 @@ def setup(
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
         from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor
         from tracer._json_export import JsonSpanExporter
-        from tracer._sampling import ConsistentProbabilitySampler, default_sampler
+        from tracer._sampling import (
+            ConsistentProbabilitySampler,
+            PresetIdGenerator,
+            default_sampler,
+        )
 
         if sample_ratio is not None:
             try:
@@ -222,10 +226,15 @@ def setup(
             processor = SnapshotBatchProcessor(span_exporter)
         else:
             processor = BatchSpanProcessor(span_exporter)
+        chosen = sampler or default_sampler()
         provider = TracerProvider(
             resource=resource,
-            sampler=sampler or default_sampler(),
+            sampler=chosen,
             active_span_processor=RoutingSpanProcessor(),
+            # a request's root decided before its server span: tracer/_unsampled.py
+            id_generator=PresetIdGenerator()
+            if isinstance(chosen, ConsistentProbabilitySampler)
+            else None,
         )
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)

@@ -9,8 +9,13 @@ request goes straight to the app inside the instrumentation, with the caller's
 (unsampled) trace context current, so the calls it makes carry the same trace id, the
 unsampled flag and the trace state on to the next service.
 
-Not skipped: requests without a valid ``traceparent`` (the root of a trace, which the
-sampler decides), sampled ones, any other sampler, and any request when an SDK meter
+A request that starts a trace (no ``traceparent``), with the consistent probability
+sampler of ``tracer.setup(sample_ratio=...)``, is decided here, on a trace id drawn as
+the SDK draws them: dropped, it goes straight to the app with that unsampled trace's
+context current; kept, the server span is made with that very trace id
+(``tracer._sampling.PresetIdGenerator``), so the sampler decides the same.
+
+Not skipped: sampled requests, other samplers, and any request when an SDK meter
 provider is installed (the instrumentation's HTTP server metrics count every request).
 """
 
@@ -20,6 +25,8 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, propagate, trace
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 __all__ = ["skip_unsampled_requests"]
 
@@ -42,13 +49,32 @@ def _skipping() -> bool:
     return _cache[2]
 
 
-def _unsampled(scope: dict[str, Any]) -> bool:
-    """The request's ``traceparent`` is well formed and its sampled flag is off."""
+def _traceparent(scope: dict[str, Any]) -> bytes | None:
+    """The request's ``traceparent`` header, or None."""
     for name, value in scope.get("headers") or ():
         if name == _TRACEPARENT:
-            # 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
-            return len(value) == 55 and value[54:55] in b"02468ace"
-    return False
+            return bytes(value)
+    return None
+
+
+def _unsampled(value: bytes) -> bool:
+    """A well-formed ``traceparent`` whose sampled flag is off."""
+    # 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>
+    return len(value) == 55 and value[54:55] in b"02468ace"
+
+
+def _root_decision() -> tuple[int, bool, Any] | None:
+    """For a request that starts a trace: a trace id, whether the consistent sampler
+    keeps it, and the id generator; None unless that sampler and
+    :class:`~tracer._sampling.PresetIdGenerator` are installed (``tracer.setup``)."""
+    from tracer._sampling import ConsistentProbabilitySampler, PresetIdGenerator
+
+    provider = trace.get_tracer_provider()
+    sampler, ids = getattr(provider, "sampler", None), getattr(provider, "id_generator", None)
+    if type(sampler) is not ConsistentProbabilitySampler or type(ids) is not PresetIdGenerator:
+        return None
+    trace_id = RandomIdGenerator.generate_trace_id(ids)
+    return trace_id, sampler.keeps(trace_id), ids
 
 
 class _SkipUnsampled:
@@ -63,19 +89,45 @@ class _SkipUnsampled:
         self.bare = bare
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope.get("type") == "http" and _unsampled(scope) and _skipping():
+        if scope.get("type") != "http" or not _skipping():
+            await self.app(scope, receive, send)
+            return
+        parent = _traceparent(scope)
+        if parent is None:  # the trace starts here: decide it now, on its own trace id
+            decided = _root_decision()
+            if decided is not None:
+                trace_id, keep, ids = decided
+                if keep:  # the server span gets this trace id, and the same decision
+                    from tracer._sampling import preset_trace_id, reset_preset
+
+                    preset = preset_trace_id(trace_id)
+                    try:
+                        await self.app(scope, receive, send)
+                    finally:
+                        reset_preset(preset)
+                    return
+                flags = TraceFlags(getattr(TraceFlags, "RANDOM_TRACE_ID", 0))
+                dropped = SpanContext(trace_id, ids.generate_span_id(), False, flags)
+                await self._bare_in(
+                    trace.set_span_in_context(NonRecordingSpan(dropped)), scope, receive, send
+                )
+                return
+        elif _unsampled(parent):
             from opentelemetry.instrumentation.asgi import asgi_getter
 
             extracted = propagate.extract(scope, getter=asgi_getter)  # baggage too
             ctx = trace.get_current_span(extracted).get_span_context()
             if ctx.is_valid and not ctx.trace_flags.sampled:
-                token = otel_context.attach(extracted)
-                try:
-                    await self.bare(scope, receive, send)
-                finally:
-                    otel_context.detach(token)
+                await self._bare_in(extracted, scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    async def _bare_in(self, ctx: Any, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        token = otel_context.attach(ctx)
+        try:
+            await self.bare(scope, receive, send)
+        finally:
+            otel_context.detach(token)
 
 
 def skip_unsampled_requests(app: Any) -> None:

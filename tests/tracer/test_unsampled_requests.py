@@ -72,3 +72,44 @@ def test_an_unsampled_request_skips_its_server_span_but_not_its_trace_context():
     finally:
         tracer.shutdown()
         fresh_tracer_provider()
+
+
+def test_a_request_that_starts_a_trace_is_decided_once_on_its_own_trace_id():
+    from tracer._threshold import probability_to_threshold
+
+    fresh_tracer_provider()
+    low56 = (1 << 56) - 1
+    threshold = probability_to_threshold(0.5)
+    try:
+        tracer.setup("svc", sample_ratio=0.5, exporter=InMemorySpanExporter())
+        app = FastAPI()
+        contexts = []
+
+        @app.get("/work")
+        async def work() -> dict:
+            with tracer.stage("auth"):
+                carrier: dict[str, str] = {}
+                propagate.inject(carrier)
+                contexts.append(carrier["traceparent"])
+            return {}
+
+        tracer.instrument_fastapi(app, stage="app")
+        with capture_spans() as captured:
+            for _ in range(200):
+                assert asyncio.run(call_asgi(app, _scope(None), b""))[0]["status"] == 200
+        servers = [s for s in captured.spans if s.kind == SpanKind.SERVER]
+        stages = [s for s in captured.spans if s.name == "auth"]
+        assert 60 <= len(servers) <= 140  # 100 expected, standard deviation 7
+        assert len(stages) == len(servers)
+        # every kept trace was kept by its own trace id's randomness, and says so
+        assert all(s.context.trace_id & low56 >= threshold for s in servers)
+        assert all(s.context.trace_state.get("ot") == "th:8" for s in servers)
+        kept = {format(s.context.trace_id, "032x") for s in servers}
+        for header in contexts:  # the dropped ones go on unsampled, on their own ids
+            trace_id = header.split("-")[1]
+            sampled = bool(int(header[-2:], 16) & 1)
+            assert sampled == (trace_id in kept)
+            assert sampled == (int(trace_id, 16) & low56 >= threshold)
+    finally:
+        tracer.shutdown()
+        fresh_tracer_provider()
