@@ -268,13 +268,17 @@ def aggregate_columns(
         tin, tout = cols.input_tokens[has_tokens], cols.output_tokens[has_tokens]
         models = {cols.strings[m] for m in np.unique(cols.model[has_tokens]).tolist()}
         tw = None if w is None else w[has_tokens]
+        means = (
+            None if tw is None else {"input_mean": ratio(tw, tin), "output_mean": ratio(tw, tout)}
+        )
         tokens = TokenStats(
             requests=int(has_tokens.sum()),
-            input_mean=float(np.mean(tin)) if tw is None else ratio(tw, tin)[0],
-            output_mean=float(np.mean(tout)) if tw is None else ratio(tw, tout)[0],
+            input_mean=float(np.mean(tin)) if means is None else means["input_mean"][0],
+            output_mean=float(np.mean(tout)) if means is None else means["output_mean"][0],
             models=tuple(sorted(m for m in models if m)),
             input_total=int(tin.sum()) if tw is None else round(float(np.dot(tw, tin))),
             output_total=int(tout.sum()) if tw is None else round(float(np.dot(tw, tout))),
+            intervals=None if means is None else {k: v[1] for k, v in means.items()},
         )
     with_model_ttft = cols.model_ttft_ns != _NONE
     model_ttft = cols.model_ttft_ns[with_model_ttft] / NS_PER_MS

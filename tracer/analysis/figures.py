@@ -84,3 +84,6 @@ class TokenStats:
     models: tuple[str, ...]
     input_total: int
     output_total: int
+    #: From weighted traces: the intervals of ``input_mean`` and ``output_mean`` (the
+    #: totals then estimate the traffic's).
+    intervals: dict[str, Interval] | None = None

@@ -128,6 +128,15 @@ def analysis_dict(
             "output_per_request": number(a.tokens.output_mean),
             "models": list(a.tokens.models),
         }
+        if a.tokens.intervals is not None:
+            iv = a.tokens.intervals
+            tokens["intervals"] = {
+                "input_per_request": [number(iv["input_mean"].low), number(iv["input_mean"].high)],
+                "output_per_request": [
+                    number(iv["output_mean"].low),
+                    number(iv["output_mean"].high),
+                ],
+            }
         cost = cost_per_request(a, prices or {})
         if cost is not None:
             tokens["cost_per_request"] = number(cost)

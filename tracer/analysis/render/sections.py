@@ -148,6 +148,13 @@ def _stats_line(label: str, s: Stats) -> str:
     )
 
 
+def _tokens_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
+    """Tokens per request, with their interval in parentheses when there is one."""
+    if iv is None or key not in iv:
+        return fmt_tokens(v)
+    return f"{fmt_tokens(v)} ({fmt_tokens(iv[key].low)}-{fmt_tokens(iv[key].high)})"
+
+
 def sample_note(a: Analysis) -> str | None:
     """What a sample of the traffic stands for, in one sentence (None for full data)."""
     s = a.sample
@@ -271,7 +278,8 @@ def analysis_sections(
     if a.tokens is not None:
         tok = Section("Tokens")
         tok.notes.append(
-            f"{fmt_tokens(a.tokens.input_mean)} input and {fmt_tokens(a.tokens.output_mean)} "
+            f"{_tokens_in(a.tokens.input_mean, a.tokens.intervals, 'input_mean')} input and "
+            f"{_tokens_in(a.tokens.output_mean, a.tokens.intervals, 'output_mean')} "
             "output tokens per "
             f"request over {a.tokens.requests} requests"
             + (f" (models: {', '.join(a.tokens.models)})" if a.tokens.models else "")
