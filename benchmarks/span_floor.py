@@ -22,7 +22,15 @@ on. The goals it is set against:
   untraced chain takes a request (its three services and the client, measured here
   on an untraced chain, ``--profile loopback`` as ``chain_overhead.py``).
 
+With ``--sample-ratio 0.1`` the traced runs sample a tenth of their requests with the
+consistent probability sampler (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``): the
+client and stage scenarios' requests are roots the sampler decides, the server
+scenario's come from a caller that sampled one in ten (the rest unsampled, as the
+chain's app and model see them), and the rows say what a sampled service's spans cost
+on average.
+
     python benchmarks/span_floor.py [--rounds 5] [--n1 200 --n2 2200] [--chain-requests 600]
+        [--sample-ratio 0.1]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -94,6 +103,8 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512",
     }
     pieces._provider(traced, EncodeOnly("http://127.0.0.1:9/v1/traces"), batching)
+    if scenario == "server" and os.environ.get("OTEL_TRACES_SAMPLER") == "parentbased_traceidratio":
+        _sampled_parents(float(os.environ.get("OTEL_TRACES_SAMPLER_ARG") or 1))
     scenarios = {
         "server": pieces._server,
         "client": pieces._client,
@@ -103,6 +114,25 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
     }
     scenarios[scenario](n)
     tracer.shutdown()  # the export thread encodes what is still queued
+
+
+def _sampled_parents(ratio: float) -> None:
+    """The server scenario's requests come from a sampled caller one time in
+    ``1 / ratio`` and from an unsampled one otherwise, as the chain's app and model see
+    them when the gateway samples ``ratio`` of the requests."""
+    import itertools
+
+    import tracer.testing as testing
+
+    real, count = testing.call_asgi, itertools.count()
+    every = max(1, round(1 / ratio)) if ratio > 0 else 0
+
+    async def call(app: Any, scope: dict[str, Any], body: bytes) -> Any:
+        flags = b"01" if every and next(count) % every == 0 else b"00"
+        headers = [(k, v[:-2] + flags if k == b"traceparent" else v) for k, v in scope["headers"]]
+        return await real(app, dict(scope, headers=headers), body)
+
+    testing.call_asgi = call  # type: ignore[assignment]
 
 
 def _cpu_ms(scenario: str, traced: bool, n: int, spans: str) -> float:
@@ -197,13 +227,20 @@ def main() -> None:
     parser.add_argument("--untraced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--requests", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--spans", help=argparse.SUPPRESS)
+    parser.add_argument("--sample-ratio", type=float, default=None)
     args = parser.parse_args()
     if args.run:
         _child(args.run, args.traced, args.requests, args.spans)
         return
+    if args.sample_ratio is not None and not 0 <= args.sample_ratio <= 1:
+        parser.error(f"--sample-ratio must be in 0..1, got {args.sample_ratio!r}")
     tmp = tempfile.TemporaryDirectory(prefix="hoptrace-floor-")
     spans = str(Path(tmp.name) / "spans.json")
-    count = _chain_spans(Path(spans))
+    count = _chain_spans(Path(spans))  # every span of a request, unsampled
+    if args.sample_ratio is not None:  # the measured children inherit it
+        os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+        os.environ["OTEL_TRACES_SAMPLER_ARG"] = repr(args.sample_ratio)
+        print(f"traced runs sample {args.sample_ratio:g} of their requests")
     print(
         f"CPU ms a request added by tracing, each piece alone in a process; {args.rounds} "
         f"rounds alternating traced and untraced, ({args.n2} - {args.n1}) requests each",

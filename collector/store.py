@@ -36,6 +36,7 @@ from collector._events import (
     read_events,
 )
 from collector._recent import RecentKeys
+from collector._schema import COLUMNS, ROW, SCHEMA, read_columns
 from tracer._errors import SourceError
 from tracer.spans._numbers import checked, needs_check
 from tracer.spans.events import with_events
@@ -50,27 +51,6 @@ __all__ = [
     "span_row",
 ]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS spans (
-    trace_id TEXT NOT NULL,
-    span_id TEXT NOT NULL,
-    parent_id TEXT,
-    service TEXT NOT NULL,
-    name TEXT NOT NULL,
-    kind INTEGER NOT NULL,
-    start_ns INTEGER NOT NULL,
-    end_ns INTEGER NOT NULL,
-    stage TEXT,
-    status INTEGER NOT NULL,
-    first_token_ns INTEGER,
-    attributes BLOB NOT NULL
-);
-"""
-_COLUMNS = (
-    "trace_id, span_id, parent_id, service, name, kind, start_ns, end_ns, stage, status, "
-    "first_token_ns, attributes"
-)
-_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?)"
 #: Rows per INSERT statement. sqlite3 lets go of the GIL for every statement it steps,
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
@@ -137,6 +117,7 @@ def span_row(span: Span) -> tuple:
         # A copy: orjson's own result keeps a 4 KiB buffer whatever its length, which
         # made queued rows take 4 KiB per span.
         memoryview(orjson.dumps(span.attributes, default=str)).tobytes(),
+        span.trace_state,
     )
 
 
@@ -195,8 +176,9 @@ class SpanStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 if create:
-                    self._conn.executescript(_SCHEMA + EVENTS_SCHEMA)
+                    self._conn.executescript(SCHEMA + EVENTS_SCHEMA)
             self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
+            self._columns = read_columns(self._conn, read_only)
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
         try:
@@ -209,9 +191,9 @@ class SpanStore:
             self._conn.close()
             raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 12))
-        self._insert_many = f"INSERT INTO spans ({_COLUMNS}) VALUES " + ",".join(
-            [_ROW] * self._rows_per_statement
+        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 13))
+        self._insert_many = f"INSERT INTO spans ({COLUMNS}) VALUES " + ",".join(
+            [ROW] * self._rows_per_statement
         )
         self._lock = threading.Lock()
 
@@ -299,7 +281,7 @@ class SpanStore:
                     )
                 if whole < len(fresh):
                     self._conn.executemany(
-                        f"INSERT INTO spans ({_COLUMNS}) VALUES {_ROW}", fresh[whole:]
+                        f"INSERT INTO spans ({COLUMNS}) VALUES {ROW}", fresh[whole:]
                     )
                 if events:
                     self._conn.executemany(INSERT_EVENT, events)
@@ -320,7 +302,7 @@ class SpanStore:
         ids are empty or whose end is before its start is skipped and counted in
         ``warnings``, not raised.
         """
-        query = f"SELECT {_COLUMNS} FROM spans"
+        query = f"SELECT {self._columns} FROM spans"
         params: tuple = ()
         if since_ns is not None:
             query += (
@@ -387,7 +369,7 @@ class SpanStore:
                 "HAVING MIN(start_ns) >= ?)"
             )
             params.append(since_ns)
-        query = f"SELECT {_COLUMNS}, rowid FROM spans"
+        query = f"SELECT {self._columns}, rowid FROM spans"
         if clauses:
             query += " WHERE " + " AND ".join(clauses)
         query += " ORDER BY trace_id, rowid"
@@ -407,7 +389,7 @@ class SpanStore:
                 for row in rows:
                     span = _span_of_row(row, tally, events)
                     if span is not None:
-                        yield row[12], span
+                        yield row[13], span
         finally:
             cursor.close()
 
@@ -442,7 +424,7 @@ class SpanStore:
         if not ids:
             return
         query = (
-            f"SELECT {_COLUMNS} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
+            f"SELECT {self._columns} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
             "ORDER BY rowid"
         )
         with self._lock, self._reading():
@@ -485,6 +467,7 @@ def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> S
         status=row[9],
         first_token_ns=row[10],
         attributes=attributes,
+        trace_state=row[12] if isinstance(row[12], str) and row[12] else None,
     )
     if events:
         own = events.get((row[0], row[1]))

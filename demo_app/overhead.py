@@ -10,7 +10,9 @@ difference of the two runs' latency percentiles, per request and per hop (the
 gateway, app and model each add one server), and at concurrency > 1 the throughput
 the traced chain loses. Spans go to the embedded collector, or with ``sink="ack"`` to
 a receiver that only acknowledges, so the collector's CPU is not counted as the
-tracer's.
+tracer's. With ``sample_ratio``, the traced chain's services sample that share of the
+requests (``OTEL_TRACES_SAMPLER=parentbased_traceidratio``: the consistent probability
+sampler, docs/sampling.md); the others' spans are the SDK's non-recording ones.
 """
 
 from __future__ import annotations
@@ -214,14 +216,17 @@ def measure_overhead(
     sink: str = "collector",
     profile: str = "loopback",
     progress: Callable[[int, int], None] | None = None,
+    sample_ratio: float | None = None,
 ) -> Overhead:
     """Measure what tracing adds to the demo chain (see the module docstring).
 
     Raises:
-        ValueError: a bad count or sink.
+        ValueError: a bad count, sink or sample ratio.
     """
     if requests < 1 or pairs < 1 or concurrency < 1 or warmup < 0:
         raise ValueError("requests, pairs and concurrency must be positive, warmup not negative")
+    if sample_ratio is not None and not 0 <= sample_ratio <= 1:
+        raise ValueError(f"sample_ratio must be in 0..1, got {sample_ratio!r}")
     if sink not in ("collector", "ack"):
         raise ValueError(f"sink must be 'collector' or 'ack', got {sink!r}")
     received: list[int] = []
@@ -232,6 +237,9 @@ def measure_overhead(
         # The SDK's own batching (512 spans or 5 s), as in production: a batch left at
         # the end of one run is exported, and counted, in the next run of that chain.
         batching = {"OTEL_BSP_SCHEDULE_DELAY": "5000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "512"}
+        if sample_ratio is not None:
+            batching["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+            batching["OTEL_TRACES_SAMPLER_ARG"] = repr(sample_ratio)
         traced = Chain(
             Path(tmp) / "traced.db", profile=profile, otlp_endpoint=endpoint, env=batching
         )

@@ -99,6 +99,9 @@ def instrument_fastapi(
         except RuntimeError:  # Starlette: the app already started; trace it without
             _logger.warning("the app is already serving: its server spans carry no CPU")
     FastAPIInstrumentor.instrument_app(app, **options)
+    from tracer._unsampled import skip_unsampled_requests
+
+    skip_unsampled_requests(app)  # an unsampled trace's requests make no server span
     return app
 
 

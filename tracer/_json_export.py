@@ -113,6 +113,8 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
     parent = span.parent
     if parent is not None:
         out["parentSpanId"] = format(parent.span_id, "016x")
+    if ctx.trace_state:
+        out["traceState"] = ctx.trace_state.to_header()
     events = span.events
     if events:
         out["events"] = [
@@ -175,6 +177,8 @@ def _snapshot_span(item: Snapshot) -> dict[str, Any]:
     }
     if parent_id is not None:
         out["parentSpanId"] = format(parent_id, "016x")
+    if item[-1] is not None:
+        out["traceState"] = item[-1]
     count = item[i]
     i += 1
     if count:

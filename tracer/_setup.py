@@ -11,7 +11,8 @@ variable                                        keyword              default
 ``OTEL_EXPORTER_OTLP_ENDPOINT``                                      (the embedded collector)
 ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``,         ``protocol``         ``http/protobuf``
 ``OTEL_EXPORTER_OTLP_PROTOCOL``                                      (or ``http/json``, ``grpc``)
-``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``          parentbased_always_on
+``OTEL_TRACES_SAMPLER`` / ``..._ARG``           ``sampler``,         parentbased_always_on
+                                                ``sample_ratio``
 ``OTEL_SDK_DISABLED``                           ``disabled``         false
 ``OTEL_BSP_*``                                  (the batch processor reads them)
 ==============================================  ===================  =========================
@@ -146,6 +147,7 @@ def setup(
     protocol: str | None = None,
     headers: dict[str, str] | None = None,
     sampler: Sampler | None = None,
+    sample_ratio: float | None = None,
     resource_attributes: dict[str, str] | None = None,
     exporter: SpanExporter | None = None,
     disabled: bool | None = None,
@@ -161,6 +163,12 @@ def setup(
             garbage collector does not walk; docs/overhead.md) or ``grpc``.
         headers: extra export headers, e.g. ``{"authorization": "Bearer ..."}``.
         sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
+        sample_ratio: keep this share of the traces (0..1) with a consistent
+            probability sampler that writes its threshold in the trace state
+            (``ot=th:...``; ``tracer._sampling.ConsistentProbabilitySampler``), so the
+            analyzer weights each kept trace by what it stands for (docs/sampling.md).
+            Else ``OTEL_TRACES_SAMPLER=parentbased_traceidratio`` and
+            ``OTEL_TRACES_SAMPLER_ARG`` give the same sampler.
         resource_attributes: more resource attributes. ``host.name``,
             ``service.instance.id``, ``hoptrace.host.cpus`` and ``hoptrace.process.cpus``
             are added unless given here or in ``OTEL_RESOURCE_ATTRIBUTES``
@@ -174,9 +182,12 @@ def setup(
         The installed provider. A second call warns and returns the first provider.
 
     Raises:
-        ConfigError: a bad endpoint or protocol.
+        ConfigError: a bad endpoint, protocol or sample ratio, or both ``sampler`` and
+            ``sample_ratio``.
     """
     global _provider, _processor, _exporter
+    if sampler is not None and sample_ratio is not None:
+        raise ConfigError("give sampler or sample_ratio, not both")
     with _lock:
         if _provider is not None:
             warnings.warn(
@@ -196,7 +207,17 @@ def setup(
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
         from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor
         from tracer._json_export import JsonSpanExporter
-        from tracer._sampling import default_sampler
+        from tracer._sampling import (
+            ConsistentProbabilitySampler,
+            PresetIdGenerator,
+            default_sampler,
+        )
+
+        if sample_ratio is not None:
+            try:
+                sampler = ConsistentProbabilitySampler(sample_ratio)
+            except ValueError as e:
+                raise ConfigError(str(e)) from None
 
         processor: SpanProcessor
         if isinstance(span_exporter, JsonSpanExporter):
@@ -205,10 +226,15 @@ def setup(
             processor = SnapshotBatchProcessor(span_exporter)
         else:
             processor = BatchSpanProcessor(span_exporter)
+        chosen = sampler or default_sampler()
         provider = TracerProvider(
             resource=resource,
-            sampler=sampler or default_sampler(),
+            sampler=chosen,
             active_span_processor=RoutingSpanProcessor(),
+            # a request's root decided before its server span: tracer/_unsampled.py
+            id_generator=PresetIdGenerator()
+            if isinstance(chosen, ConsistentProbabilitySampler)
+            else None,
         )
         provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)

@@ -29,8 +29,8 @@ _logger = logging.getLogger("tracer._batch")  # said where the processor says th
 #: A flat tuple: trace_id, span_id, parent_span_id or None, name, OTLP kind, start_ns,
 #: end_ns, status code, status message or None, resource key, scope name, scope
 #: version or None, then the attributes (count n, n keys, n values), the events (count,
-#: then each: name, time_ns, attributes) and the links (count, then each: trace_id,
-#: span_id, attributes).
+#: then each: name, time_ns, attributes), the links (count, then each: trace_id,
+#: span_id, attributes), and last the W3C trace state's text or None.
 Snapshot = tuple[Any, ...]
 
 
@@ -105,6 +105,7 @@ def public_snapshot(span: ReadableSpan, resource_key: int) -> Snapshot:
         *d,
         *d.values(),
         *(_extras(span, _public_dict) if events or links else _NO_EXTRAS),
+        ctx.trace_state.to_header() if ctx.trace_state else None,
     )
 
 
@@ -112,7 +113,8 @@ def fast_snapshot(span: Any, resource_key: int) -> Snapshot:
     """:func:`snapshot` of a plain ``ReadableSpan``, read from the fields its
     constructor sets rather than through a dozen properties (a third of the
     processor's work per span; a test compares both ways)."""
-    trace_id, span_id = span._context[:2]  # a SpanContext is a tuple
+    context = span._context  # a SpanContext is a tuple
+    trace_id, span_id, state = context[0], context[1], context[4]
     parent = span._parent
     status = span._status
     scope = span._instrumentation_scope
@@ -138,6 +140,7 @@ def fast_snapshot(span: Any, resource_key: int) -> Snapshot:
         *d,
         *d.values(),
         *(_extras(span) if has_extras else _NO_EXTRAS),
+        state.to_header() if state else None,
     )
 
 

@@ -42,21 +42,32 @@ def _default_span_name(func: Callable[..., Any]) -> str:
 _INSTRUMENTATION_NAME = "hoptrace"
 F = TypeVar("F", bound=Callable[..., Any])
 
-_tracer_cache: tuple[object, Tracer | None] = (None, None)
+_tracer_cache: tuple[object, Tracer | None, bool] = (None, None, False)
 
 
 def _current_tracer() -> Tracer | None:
-    """The tracer of the current global provider, or None when tracing is a no-op."""
+    """The tracer of the current global provider, or None when tracing is a no-op, or
+    when the provider's sampler is one of hoptrace's parent-based ones and the current
+    span is an unsampled one: its children would be dropped too, so a stage under it
+    makes no span at all (the unsampled requests of a sampled service cost next to
+    nothing; the trace context stays the parent's, unsampled)."""
     global _tracer_cache
     provider = trace.get_tracer_provider()
-    cached_provider, cached = _tracer_cache
-    if provider is cached_provider:
-        return cached
-    tracer: Tracer | None = provider.get_tracer(_INSTRUMENTATION_NAME)
-    if isinstance(tracer, NoOpTracer) or isinstance(provider, trace.NoOpTracerProvider):
-        tracer = None
-    _tracer_cache = (provider, tracer)
-    return tracer
+    cached_provider, cached, parent_based = _tracer_cache
+    if provider is not cached_provider:
+        cached = provider.get_tracer(_INSTRUMENTATION_NAME)
+        if isinstance(cached, NoOpTracer) or isinstance(provider, trace.NoOpTracerProvider):
+            cached = None
+        from tracer._sampling import ConsistentProbabilitySampler, ParentBasedAlwaysOn
+
+        sampler = getattr(provider, "sampler", None)
+        parent_based = type(sampler) in (ConsistentProbabilitySampler, ParentBasedAlwaysOn)
+        _tracer_cache = (provider, cached, parent_based)
+    if parent_based and cached is not None:
+        parent = trace.get_current_span().get_span_context()
+        if parent.is_valid and not parent.trace_flags.sampled:
+            return None
+    return cached
 
 
 def record_error(span: Span, exc: BaseException) -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "INFERENCE_PREFILL",
     "INFERENCE_QUEUE",
     "JAEGER_SPAN_KIND",
+    "JAEGER_TRACE_STATE",
     "LEGACY_CHUNK_EVENT",
     "LLMD_DECODE_MS",
     "LLMD_KV_TRANSFER_MS",
@@ -77,6 +78,8 @@ __all__ = [
     "PROCESS_CPU_NS",
     "PROCESS_CPU_TOTAL_NS",
     "RUN",
+    "SAMPLE_RATE",
+    "SAMPLING_PROBABILITY",
     "SERVICE_INSTANCE_ID",
     "SERVICE_NAME",
     "SPANS_DROPPED",
@@ -144,6 +147,11 @@ POOL_WAIT_NS = "hoptrace.pool.wait_ns"
 
 # Standard resource, span and HTTP keys.
 SERVICE_NAME = "service.name"
+#: A span's sampling probability as other samplers record it (0..1; OpenTelemetry
+#: Java's ``SamplingAttributes``, specification pull request 570).
+SAMPLING_PROBABILITY = "sampling.probability"
+#: Honeycomb's sample rate: the span stands for this many (1 in N).
+SAMPLE_RATE = "SampleRate"
 #: Resource and server spans: the process's unique id among the instances of its
 #: service (a UUID v4).
 SERVICE_INSTANCE_ID = "service.instance.id"
@@ -151,6 +159,9 @@ SERVICE_INSTANCE_ID = "service.instance.id"
 HOST_NAME = "host.name"
 #: The span kind tag of Jaeger's JSON (``client``, ``server``, ...).
 JAEGER_SPAN_KIND = "span.kind"
+#: The tag Jaeger keeps an OTLP span's trace state in (opentelemetry-collector-contrib
+#: ``pkg/translator/jaeger``, ``tagW3CTraceState``).
+JAEGER_TRACE_STATE = "w3c.tracestate"
 HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
 
 # GenAI semantic conventions (experimental).

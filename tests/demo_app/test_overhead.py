@@ -66,3 +66,10 @@ def test_a_traced_chain_exports_spans(tmp_path):
         "app",
         "model",
     }
+
+
+def test_a_chain_that_samples_nothing_exports_nothing_and_a_bad_ratio_is_refused():
+    o = measure_overhead(requests=8, warmup=2, pairs=1, sink="ack", sample_ratio=0.0)
+    assert len(o.pairs) == 1 and o.exports == 0
+    with pytest.raises(ValueError, match="sample_ratio must be in 0..1"):
+        measure_overhead(requests=8, sample_ratio=1.5)

@@ -149,3 +149,22 @@ def test_html_report_matches_the_golden_page(runs):
     html = to_html(page)
     assert "2026-11-30 12:00 UTC" in html
     _check("report.golden.html", html)
+
+
+def test_a_sampled_analysis_and_its_budget_match_the_golden_text(batches):
+    # The same traces kept by a 10% sampler: every figure an estimate with its interval.
+    import msgspec
+
+    sampled = TraceSet()
+    for spans in _traces(1000.0, 1).traces.values():
+        sampled.add([msgspec.structs.replace(s, trace_state="ot=th:e666") for s in spans])
+    a = analyze(sampled)
+    budget = check_budget(
+        a,
+        [
+            Limit("e2e", "p90_ms", 3000.0),  # met: the whole interval is under it
+            Limit("e2e", "p50_ms", 1650.0),  # inside the interval: undecided
+            Limit("stage.inference", "share_max", 0.5),  # exceeded
+        ],
+    )
+    _check("sampled.txt", to_table(analysis_sections(a), width=WIDTH) + budget_text(budget))

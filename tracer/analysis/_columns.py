@@ -186,6 +186,10 @@ class Columns:
     #: Cached prompt tokens and a P/D coordinator's time to first token (-1: none).
     cached_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     coordinator_ttft_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Each row's weight (what a sampled trace stands for); None: every weight is 1.
+    weight: np.ndarray | None = None
+    #: Which rows' weights cannot be known (they count once); None: none.
+    weight_unknown: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.e2e_ns.size)
@@ -222,6 +226,8 @@ class Columns:
             projected=None if self.projected is None else self.projected.subset(keep, position),
             cached_tokens=col(self.cached_tokens),
             coordinator_ttft_ns=col(self.coordinator_ttft_ns),
+            weight=_kept(self.weight, keep, 1.0),
+            weight_unknown=_kept(self.weight_unknown, keep, False),
         )
 
     def breakdowns(self) -> Iterator[TraceBreakdown]:
@@ -257,6 +263,14 @@ class Columns:
                 cached_tokens=_opt(int(cached[r])) if full else None,
                 coordinator_ttft_ns=_opt(int(coordinator[r])) if full else None,
             )
+
+
+def _kept(column: np.ndarray | None, keep: np.ndarray, usual: object) -> np.ndarray | None:
+    """The rows ``keep`` marks of an optional column; None when all are ``usual``."""
+    if column is None:
+        return None
+    out = column[keep]
+    return out if (out != usual).any() else None
 
 
 def _subset_sparse(

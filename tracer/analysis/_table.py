@@ -13,8 +13,10 @@ filter dropped or that had no root leave a row-less mark, so that they are found
 Each row keeps ``seq`` (the place of the trace's first span in the input) and
 ``last_end`` (the end of its last line) so the parts can be read again.
 
-Two optional columns travel the same way: the trace's value of a ``--split-by``
-attribute, and a what-if projection (:class:`Projected`: the retimed end-to-end time,
+Each row also keeps the trace's weight, what a sampled trace stands for (1 for full
+data; :mod:`tracer.analysis.weights`, read from its root span), and whether that
+weight is known. Two optional columns travel the same way: the trace's value of a
+``--split-by`` attribute, and a what-if projection (:class:`Projected`: the retimed end-to-end time,
 TTFT before and after, whether the trace has the stage, and its stage times before and
 after), computed at attribution time since the speedup is known before reading.
 """
@@ -64,6 +66,8 @@ class TraceTable:
         self._split = array("i")  # the --split-by value: an index into _strings, or -1
         self._seq = array("q")
         self._last_end = array("q")
+        self._weight = array("d")
+        self._unknown = bytearray()  # 1: the trace's weight cannot be known
         self._strings = _Names()
         self._group_names = _Names()
         self._hop_names = _Names()
@@ -88,10 +92,12 @@ class TraceTable:
         issues: Warnings | None = None,
         split: str | None = None,
         projected: Projected | None = None,
+        weight: tuple[float, bool] = (1.0, True),
     ) -> None:
         """Add a trace's breakdown; ``issues`` are the warnings preparing it raised,
         ``split`` its ``--split-by`` value, ``projected`` its what-if projection (give
-        one for every row or for none)."""
+        one for every row or for none), ``weight`` what it stands for and whether that
+        is known."""
         if issues is not None and issues.any:
             self._warnings[len(self._e2e)] = issues
         self._ids.append(b.trace_id)
@@ -111,6 +117,8 @@ class TraceTable:
         self._split.append(_NONE if split is None else self._strings.of(split))
         self._seq.append(seq)
         self._last_end.append(last_end)
+        self._weight.append(weight[0])
+        self._unknown.append(not weight[1])
         self._groups.add(b.groups)
         self._ttft_groups.add(b.ttft_groups)
         self._hops.add(b.hops)
@@ -143,7 +151,8 @@ class TraceTable:
         ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
         when its sum is positive (as the walks keep only spans with time);
         ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
-        each row's what-if projection (for every row of the table or for none)."""
+        each row's what-if projection (for every row of the table or for none). Rows
+        of a batch are full data (weight 1): sampled traces take the scalar path."""
         if (projected is None) != (self._projected is None) and len(self._e2e):
             raise ValueError("give a what-if projection for every row or for none")
         n = len(ids)
@@ -170,6 +179,8 @@ class TraceTable:
         self._split.extend(map(known.__getitem__, splits))
         self._seq.extend(seqs)
         self._last_end.extend(last_ends)
+        self._weight.extend(np.ones(n).tolist())
+        self._unknown.extend(bytes(n))
         names, sums = groups
         self._groups.add_many(names, sums, None)
         if ttft_groups is None:
@@ -218,6 +229,8 @@ class TraceTable:
             getattr(self, name).extend(getattr(other, name))
         self._seq.extend(other._seq)
         self._last_end.extend(other._last_end)
+        self._weight.extend(other._weight)
+        self._unknown.extend(other._unknown)
         strings = np.array(
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
         )  # the last one maps -1 (no split value) to itself
@@ -315,6 +328,8 @@ class TraceTable:
             return np.repeat(np.arange(order.size), lengths), keys[at], values[at]
 
         split = _np32(self._split)[order]
+        weight = _npd(self._weight)[order]
+        unknown = np.frombuffer(bytes(self._unknown), np.uint8)[order].astype(bool)
         p = self._projected
         return Columns(
             ids=np.array([self._ids[i] for i in order.tolist()], dtype=object),
@@ -339,6 +354,8 @@ class TraceTable:
             seq=_np(self._seq)[order],
             last_end=_np(self._last_end)[order],
             split=split if split.size and (split != _NONE).all() else None,
+            weight=weight if (weight != 1.0).any() else None,
+            weight_unknown=unknown if unknown.any() else None,
             projected=None
             if p is None or len(p.after) != n
             else ProjectedColumns(

@@ -14,16 +14,20 @@ from tracer.analysis._sketch import tail as tail_of
 from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
 from tracer.analysis.cache import CacheStats, cache_stats
+from tracer.analysis.estimate import quantiles, ratio, weighted_percentiles
 from tracer.analysis.execution.parallel import gc_paused
+from tracer.analysis.figures import GroupStats, HopStats, Sample, Stats, TokenStats
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
+from tracer.analysis.weighted import sample_of, weighted_group
 from tracer.spans.model import Warnings
 
 __all__ = [
     "Analysis",
     "GroupStats",
     "HopStats",
+    "Sample",
     "Stats",
     "TokenStats",
     "aggregate",
@@ -38,28 +42,26 @@ NS_PER_MS = 1e6
 MIN_TRACES = 10
 
 
-@dataclass(frozen=True, slots=True)
-class Stats:
-    """Summary of a sample in milliseconds; percentiles interpolate linearly."""
-
-    n: int
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-    min: float
-    max: float
-
-
-def stats(values_ms: Iterable[float], sketched: bool = False) -> Stats:
+def stats(
+    values_ms: Iterable[float], sketched: bool = False, weights: np.ndarray | None = None
+) -> Stats:
     """:class:`Stats` of ``values_ms`` (all zeros for an empty sample); with
-    ``sketched``, the percentiles come from a DDSketch (``docs/analysis.md``)."""
+    ``sketched``, the percentiles come from a DDSketch (``docs/analysis.md``); with
+    ``weights`` (one per value), they are estimates with intervals
+    (:mod:`tracer.analysis.estimate`; exact, never sketched)."""
     if isinstance(values_ms, np.ndarray):  # (fromiter would walk it in Python)
         arr = values_ms.astype(float, copy=False).ravel()
     else:
         arr = np.fromiter(values_ms, dtype=float)
     if arr.size == 0:
         return Stats(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    if weights is not None:
+        mean, mean_iv = ratio(weights, arr)
+        (p50, i50), (p90, i90), (p99, i99) = quantiles(arr, weights, [50, 90, 99])
+        intervals = {"mean": mean_iv, "p50": i50, "p90": i90, "p99": i99}
+        return Stats(
+            int(arr.size), mean, p50, p90, p99, float(arr.min()), float(arr.max()), intervals
+        )
     p50, p90, p99 = percentiles(arr, (50, 90, 99), sketched)
     return Stats(
         int(arr.size),
@@ -70,44 +72,6 @@ def stats(values_ms: Iterable[float], sketched: bool = False) -> Stats:
         float(arr.min()),
         float(arr.max()),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """One group's share of the time and its per-trace distribution (ms)."""
-
-    name: str
-    share: float
-    tail_share: float
-    ttft_share: float | None
-    mean_ms: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class HopStats:
-    """Network time of one hop ``from -> to`` over the traces that have it (ms)."""
-
-    source: str
-    target: str
-    n: int
-    mean_ms: float
-    p50_ms: float
-    p90_ms: float
-
-
-@dataclass(frozen=True, slots=True)
-class TokenStats:
-    """Tokens per request over the traces whose inference spans carry usage."""
-
-    requests: int
-    input_mean: float
-    output_mean: float
-    models: tuple[str, ...]
-    input_total: int
-    output_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +102,8 @@ class Analysis:
     cache: CacheStats | None = None
     #: A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms.
     coordinator_ttft: Stats | None = None
+    #: When the traces are a sample of the traffic (weighted): what they stand for.
+    sample: Sample | None = None
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -249,14 +215,23 @@ def aggregate_columns(
         warnings.note(
             f"only {n} traces: percentiles from fewer than {MIN_TRACES} samples are rough"
         )
+    w = cols.weight  # None: full data, every weight 1
+    sample = None
+    if w is not None or cols.weight_unknown is not None:
+        sample = sample_of(cols, warnings)
+        if w is None:  # no weight but 1: the figures are those of full data
+            sample = None
     limit = exact_limit(exact_traces)
-    sketched = n > limit
+    sketched = n > limit and w is None
     if sketched:
         warnings.note(sketch_note(limit))
     e2e = cols.e2e_ns.astype(float) / NS_PER_MS
     rows, keys, values = cols.groups
     present = sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k])
-    tail = tail_of(e2e, sketched)
+    if w is None:
+        tail = tail_of(e2e, sketched)
+    else:
+        tail = e2e >= weighted_percentiles(e2e, w, [90])[0]
     with_ttft = cols.ttft_ns != _NONE
     t_rows, t_keys, t_values = cols.ttft_groups
     ttft_sum = int(cols.ttft_ns[with_ttft].sum())
@@ -265,48 +240,63 @@ def aggregate_columns(
         column = np.zeros(n)
         mine = keys == k
         column[rows[mine]] = values[mine]
-        exact_ttft = int(t_values[t_keys == k].sum())
-        groups.append(
-            _group_stats(
-                cols.group_names[k],
-                column / NS_PER_MS,
-                e2e,
-                tail,
-                (exact_ttft / ttft_sum) if ttft_sum > 0 else None,
-                sketched,
+        if w is None:
+            exact_ttft = int(t_values[t_keys == k].sum())
+            ttft: float | tuple[np.ndarray, np.ndarray] | None = (
+                (exact_ttft / ttft_sum) if ttft_sum > 0 else None
             )
+        else:
+            ttft_column = np.zeros(n)
+            ttft_column[t_rows[t_keys == k]] = t_values[t_keys == k]
+            ttft = (ttft_column, np.where(with_ttft, cols.ttft_ns, 0)) if ttft_sum > 0 else None
+        groups.append(
+            _group_stats(cols.group_names[k], column / NS_PER_MS, e2e, tail, ttft, sketched, w)
         )
     groups.sort(key=lambda s: (-s.share, s.name))
     h_rows, h_keys, h_values = cols.hops
     hops = []
     for k in dict.fromkeys(h_keys.tolist()):
-        st = stats(h_values[h_keys == k] / NS_PER_MS, sketched)
+        mine = h_keys == k
+        st = stats(h_values[mine] / NS_PER_MS, sketched, None if w is None else w[h_rows[mine]])
         src, dst = cols.hop_names[k]
-        hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90))
+        hop_iv = None if st.intervals is None else {f"{q}_ms": st.intervals[q] for q in _HOP_KEYS}
+        hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90, hop_iv))
     hops.sort(key=lambda h: -h.mean_ms)
     has_tokens = cols.input_tokens != _NONE
     tokens = None
     if has_tokens.any():
         tin, tout = cols.input_tokens[has_tokens], cols.output_tokens[has_tokens]
         models = {cols.strings[m] for m in np.unique(cols.model[has_tokens]).tolist()}
+        tw = None if w is None else w[has_tokens]
+        means = (
+            None if tw is None else {"input_mean": ratio(tw, tin), "output_mean": ratio(tw, tout)}
+        )
         tokens = TokenStats(
             requests=int(has_tokens.sum()),
-            input_mean=float(np.mean(tin)),
-            output_mean=float(np.mean(tout)),
+            input_mean=float(np.mean(tin)) if means is None else means["input_mean"][0],
+            output_mean=float(np.mean(tout)) if means is None else means["output_mean"][0],
             models=tuple(sorted(m for m in models if m)),
-            input_total=int(tin.sum()),
-            output_total=int(tout.sum()),
+            input_total=int(tin.sum()) if tw is None else round(float(np.dot(tw, tin))),
+            output_total=int(tout.sum()) if tw is None else round(float(np.dot(tw, tout))),
+            intervals=None if means is None else {k: v[1] for k, v in means.items()},
         )
-    model_ttft = cols.model_ttft_ns[cols.model_ttft_ns != _NONE] / NS_PER_MS
-    coordinator = cols.coordinator_ttft_ns
-    coordinator = coordinator[coordinator != _NONE] / NS_PER_MS
+    with_model_ttft = cols.model_ttft_ns != _NONE
+    model_ttft = cols.model_ttft_ns[with_model_ttft] / NS_PER_MS
+    with_coordinator = cols.coordinator_ttft_ns != _NONE
+    coordinator = cols.coordinator_ttft_ns[with_coordinator] / NS_PER_MS
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
         group_by=group_by,
-        e2e=stats(e2e, sketched),
-        ttft=stats(cols.ttft_ns[with_ttft] / NS_PER_MS, sketched) if with_ttft.any() else None,
-        model_ttft=stats(model_ttft, sketched) if model_ttft.size else None,
+        e2e=stats(e2e, sketched, w),
+        ttft=stats(
+            cols.ttft_ns[with_ttft] / NS_PER_MS, sketched, None if w is None else w[with_ttft]
+        )
+        if with_ttft.any()
+        else None,
+        model_ttft=stats(model_ttft, sketched, None if w is None else w[with_model_ttft])
+        if model_ttft.size
+        else None,
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=tokens,
@@ -318,8 +308,14 @@ def aggregate_columns(
         split_parts=split_parts,
         sketched=sketched,
         cache=cache_stats(cols),
-        coordinator_ttft=stats(coordinator, sketched) if coordinator.size else None,
+        coordinator_ttft=stats(coordinator, sketched, None if w is None else w[with_coordinator])
+        if coordinator.size
+        else None,
+        sample=sample,
     )
+
+
+_HOP_KEYS = ("mean", "p50", "p90")
 
 
 def _group_stats(
@@ -327,11 +323,17 @@ def _group_stats(
     column_ms: np.ndarray,
     e2e_ms: np.ndarray,
     tail: np.ndarray,
-    ttft_share: float | None,
+    ttft_share: float | tuple[np.ndarray, np.ndarray] | None,
     sketched: bool = False,
+    weights: np.ndarray | None = None,
 ) -> GroupStats:
     """One group's stats from its per-trace times (ms); ``tail`` marks the traces at or
-    above the end-to-end P90."""
+    above the end-to-end P90. With ``weights``, estimates with intervals, and
+    ``ttft_share`` is (the group's time before the first token, the time to first
+    token) per trace."""
+    if weights is not None:
+        return weighted_group(name, column_ms, e2e_ms, tail, ttft_share, weights)
+    assert not isinstance(ttft_share, tuple)
     p50, p90, p99 = percentiles(column_ms, (50, 90, 99), sketched)
     total, tail_total = e2e_ms.sum(), e2e_ms[tail].sum()
     return GroupStats(
@@ -363,6 +365,15 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
     ttft_sum = int(cols.ttft_ns[cols.ttft_ns != _NONE].sum())
     ttft_share = int(t_values[wanted[t_keys]].sum()) / ttft_sum if ttft_sum > 0 else None
     sketched = analysis.sketched
+    w = cols.weight
+    if w is not None:
+        tail = e2e >= weighted_percentiles(e2e, w, [90])[0]
+        ttft_column = np.bincount(
+            t_rows[wanted[t_keys]], weights=t_values[wanted[t_keys]], minlength=n
+        )
+        ttft_pair = (ttft_column, np.where(cols.ttft_ns != _NONE, cols.ttft_ns, 0))
+        ttft = ttft_pair if ttft_sum > 0 else None
+        return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft, sketched, w)
     tail = tail_of(e2e, sketched)
     return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share, sketched)
 
@@ -370,6 +381,9 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
 def _exemplars(cols: Columns, e2e_ms: np.ndarray, sketched: bool) -> dict[str, str]:
     out = {}
     for label, q in (("p50", 50), ("p90", 90)):
-        target = percentiles(e2e_ms, (q,), sketched)[0]
+        if cols.weight is not None:
+            target = weighted_percentiles(e2e_ms, cols.weight, [q])[0]
+        else:
+            target = percentiles(e2e_ms, (q,), sketched)[0]
         out[label] = str(cols.ids[int(np.argmin(np.abs(e2e_ms - target)))])
     return out

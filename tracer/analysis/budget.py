@@ -18,6 +18,12 @@ A budget file (TOML)::
 everywhere; ``share_max`` and ``tail_share_max`` (fractions of the critical path, 0..1)
 for stages. Unknown tables,
 keys and stages are errors, so a typo cannot pass silently.
+
+When the traces are a sample of the traffic (sampled traces, weighted by what they
+stand for), every measured value is an estimate with a confidence interval, and a limit
+is judged on the interval: met when the whole interval is at or under it, exceeded
+when the whole interval is above it, and otherwise undecided: the sample is too small
+to tell (docs/sampling.md).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from pathlib import Path
 
 from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Analysis, Stats, selected_group
+from tracer.analysis.estimate import Interval
 
 __all__ = ["BudgetResult", "Limit", "Verdict", "check_budget", "load_budget"]
 
@@ -47,17 +54,36 @@ class Limit:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A limit with the measured value; ``measured`` is None for a limit that does not
-    apply to these traces (a stage some of a split's values never pass through)."""
+    apply to these traces (a stage some of a split's values never pass through).
+    ``interval``: the measured value's confidence interval, when the traces are a
+    sample of the traffic."""
 
     scope: str
     key: str
     limit: float
     measured: float | None
+    interval: Interval | None = None
 
     @property
     def passed(self) -> bool:
-        """Measured at or under the limit (or not applicable)."""
-        return self.measured is None or self.measured <= self.limit
+        """Measured at or under the limit (or not applicable); from a sample, the whole
+        interval is."""
+        if self.measured is None:
+            return True
+        if self.interval is None:
+            return self.measured <= self.limit
+        return self.interval.high <= self.limit
+
+    @property
+    def undecided(self) -> bool:
+        """From a sample, the interval holds the limit: too few traces to tell."""
+        iv = self.interval
+        return self.measured is not None and iv is not None and iv.low <= self.limit < iv.high
+
+    @property
+    def failed(self) -> bool:
+        """Exceeded (from a sample, the whole interval is above the limit)."""
+        return not self.passed and not self.undecided
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +96,22 @@ class BudgetResult:
     @property
     def failed(self) -> tuple[Verdict, ...]:
         """The limits exceeded."""
-        return tuple(v for v in self.verdicts if not v.passed)
+        return tuple(v for v in self.verdicts if v.failed)
+
+    @property
+    def undecided(self) -> tuple[Verdict, ...]:
+        """The limits a sample is too small to judge."""
+        return tuple(v for v in self.verdicts if v.undecided)
+
+    @property
+    def sampled(self) -> bool:
+        """The values are estimates from a sample of the traffic."""
+        return any(v.interval is not None for v in self.verdicts)
 
     @property
     def passed(self) -> bool:
         """True when every limit is met."""
-        return not self.failed
+        return not self.failed and not self.undecided
 
 
 def _number(where: str, key: str, value: object) -> float:
@@ -135,8 +171,9 @@ def load_budget(path: str | Path) -> list[Limit]:
     return limits
 
 
-def _percentile(stats: Stats, key: str) -> float:
-    return float(getattr(stats, key.removesuffix("_ms")))
+def _percentile(stats: Stats, key: str) -> tuple[float, Interval | None]:
+    name = key.removesuffix("_ms")
+    return float(getattr(stats, name)), None if stats.intervals is None else stats.intervals[name]
 
 
 def check_budget(
@@ -165,24 +202,22 @@ def check_budget(
     found = {name: group for name, group in groups.items() if group is not None}
     verdicts = []
     for lim in limits:
+        interval: Interval | None = None
         if lim.scope == "e2e":
-            measured = _percentile(analysis.e2e, lim.key)
+            measured, interval = _percentile(analysis.e2e, lim.key)
         elif lim.scope == "ttft":
             if analysis.ttft is None:
                 raise ConfigError(
                     "the budget has [ttft] but no trace carries a first-token mark "
                     "(streamed requests traced with hoptrace.mark_first_token)"
                 )
-            measured = _percentile(analysis.ttft, lim.key)
+            measured, interval = _percentile(analysis.ttft, lim.key)
         elif lim.scope.removeprefix("stage.") not in found:
             measured = None
         else:
             group = found[lim.scope.removeprefix("stage.")]
-            if lim.key == "share_max":
-                measured = group.share
-            elif lim.key == "tail_share_max":
-                measured = group.tail_share
-            else:
-                measured = float(getattr(group, lim.key))
-        verdicts.append(Verdict(lim.scope, lim.key, lim.limit, measured))
+            name = lim.key.removesuffix("_max")
+            measured = float(getattr(group, name))
+            interval = None if group.intervals is None else group.intervals[name]
+        verdicts.append(Verdict(lim.scope, lim.key, lim.limit, measured, interval))
     return BudgetResult(analysis.traces, tuple(verdicts))

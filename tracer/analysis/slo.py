@@ -26,6 +26,7 @@ import numpy as np
 
 from tracer._errors import ConfigError
 from tracer.analysis._columns import Columns
+from tracer.analysis.estimate import Interval, ratio, total
 
 __all__ = [
     "METRICS",
@@ -142,6 +143,12 @@ class SloAnalysis:
     without_ttft: int
     #: By ``extra_ms``, largest first; empty when no trace misses or none meets.
     losses: tuple[GroupLoss, ...]
+    #: From sampled (weighted) traces: the estimated attainment of the whole traffic
+    #: and its confidence interval (``traces`` and ``meeting`` count the sample).
+    estimate: tuple[float, Interval] | None = None
+    #: From sampled traces: the traffic's requests a second that meet the SLO (its
+    #: goodput) over the time the sample spans, with its interval; None for one instant.
+    goodput_per_s: tuple[float, Interval] | None = None
 
     @property
     def missing(self) -> int:
@@ -150,7 +157,10 @@ class SloAnalysis:
 
     @property
     def attainment(self) -> float:
-        """The fraction of traces that meet every limit."""
+        """The fraction of traces that meet every limit (of the traffic, estimated,
+        when the traces are a sample)."""
+        if self.estimate is not None:
+            return self.estimate[0]
         return self.meeting / self.traces if self.traces else 0.0
 
 
@@ -167,6 +177,7 @@ def slo_analysis(cols: Columns, slo: Slo, group_by: str = "stage") -> SloAnalysi
             f"--slo: traces give {' and '.join(TRACE_METRICS)}, not {', '.join(unknown)}"
         )
     n = len(cols)
+    w = cols.weight  # None: full data
     meets = np.ones(n, bool)
     by_metric = []
     has_ttft = cols.ttft_ns >= 0
@@ -175,7 +186,8 @@ def slo_analysis(cols: Columns, slo: Slo, group_by: str = "stage") -> SloAnalysi
             ok = cols.e2e_ns <= limit_ms * _NS_PER_MS
         else:
             ok = has_ttft & (cols.ttft_ns <= limit_ms * _NS_PER_MS)
-        by_metric.append((metric, float(ok.mean()) if n else 0.0))
+        share = float(ok.mean()) if w is None else ratio(w, ok.astype(float))[0]
+        by_metric.append((metric, share if n else 0.0))
         meets &= ok
     without_ttft = int((~has_ttft).sum()) if "ttft" in slo.metrics else 0
     meeting = int(meets.sum())
@@ -185,12 +197,20 @@ def slo_analysis(cols: Columns, slo: Slo, group_by: str = "stage") -> SloAnalysi
         per_group = np.zeros((len(cols.group_names), n))
         np.add.at(per_group, (keys, rows), values.astype(float) / _NS_PER_MS)
         for k in sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k]):
-            losses.append(
-                GroupLoss(
-                    cols.group_names[k],
-                    float(per_group[k, ~meets].mean()),
-                    float(per_group[k, meets].mean()),
-                )
-            )
+            if w is None:
+                missing, meeting_mean = per_group[k, ~meets].mean(), per_group[k, meets].mean()
+            else:
+                missing = ratio(w[~meets], per_group[k, ~meets])[0]
+                meeting_mean = ratio(w[meets], per_group[k, meets])[0]
+            losses.append(GroupLoss(cols.group_names[k], float(missing), float(meeting_mean)))
         losses.sort(key=lambda g: (-g.extra_ms, g.name))
-    return SloAnalysis(slo, group_by, n, meeting, tuple(by_metric), without_ttft, tuple(losses))
+    estimate = goodput = None
+    if w is not None and n:
+        estimate = ratio(w, meets.astype(float))
+        seconds = (int(cols.start_ns.max()) - int(cols.start_ns.min())) / 1e9
+        if seconds > 0:
+            met, interval = total(w, meets.astype(float))
+            goodput = (met / seconds, interval.scaled(1 / seconds))
+    return SloAnalysis(
+        slo, group_by, n, meeting, tuple(by_metric), without_ttft, tuple(losses), estimate, goodput
+    )

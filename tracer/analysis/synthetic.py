@@ -47,6 +47,7 @@ def chain_trace(
     tokens: tuple[int, int] | None = None,
     model: str = "sim-1",
     engine_ms: tuple[float, float, float] | None = None,
+    trace_state: str | None = None,
 ) -> list[Span]:
     """One trace of the seven-stage chain; its stage times are exactly ``ms``.
 
@@ -61,6 +62,8 @@ def chain_trace(
         engine_ms: (queue, prefill, decode) ms that the model server span reports as
             vLLM does (``gen_ai.latency.*``, seconds; the time to first token is queue
             plus prefill from the span's start).
+        trace_state: the W3C trace state every span carries (a sampler's
+            ``ot=th:...``).
     """
     d = {k: 0.0 for k in SEED_MS}
     d.update(ms or SEED_MS)
@@ -92,6 +95,7 @@ def chain_trace(
             0,
             None,
             attributes,
+            trace_state,
         )
         spans.append(span)
         return span
@@ -220,6 +224,8 @@ def _otlp_span(s: Span) -> dict[str, Any]:
     }
     if s.parent_id:
         out["parentSpanId"] = s.parent_id
+    if s.trace_state:
+        out["traceState"] = s.trace_state
     if s.first_token_ns is not None:
         out["events"] = [{"name": attrs.FIRST_TOKEN_EVENT, "timeUnixNano": str(s.first_token_ns)}]
     return out
@@ -260,6 +266,8 @@ def to_jaeger_json(spans: Iterable[Span]) -> dict[str, Any]:
             tags.append(
                 {"key": attrs.JAEGER_SPAN_KIND, "type": "string", "value": _KIND_TAG[s.kind]}
             )
+        if s.trace_state:
+            tags.append({"key": attrs.JAEGER_TRACE_STATE, "type": "string", "value": s.trace_state})
         logs = []
         if s.first_token_ns is not None:
             logs.append(

@@ -187,15 +187,16 @@ class Projection:
         if sketched:
             warnings.note(sketch_note(limit))
         names = columns.group_names
-        before_groups = _sums(p.before_groups, names)
+        w = columns.weight  # sampled traces: estimates of the traffic (docs/sampling.md)
+        before_groups = _sums(p.before_groups, names, w)
         if not p.has_stage.any():
             raise ConfigError(
                 f"no span is in stage {self.stage!r}; the stages in these traces are: "
                 + ", ".join(sorted(before_groups))
             )
-        after_groups = _sums(p.after_groups, names)
-        b = stats(columns.e2e_ns / NS_PER_MS, sketched)
-        a = stats(p.after_ns / NS_PER_MS, sketched)
+        after_groups = _sums(p.after_groups, names, w)
+        b = stats(columns.e2e_ns / NS_PER_MS, sketched, w)
+        a = stats(p.after_ns / NS_PER_MS, sketched, w)
         realized = {
             key: (getattr(b, key) / getattr(a, key)) if getattr(a, key) > 0 else float("inf")
             for key in ("mean", "p50", "p90", "p99")
@@ -216,16 +217,27 @@ class Projection:
             / total_before,
             skipped_traces=warnings.skipped_traces,
             messages=tuple(warnings.messages),
-            ttft_before=stats(p.ttft_before_ns[first] / NS_PER_MS, sketched)
+            ttft_before=stats(
+                p.ttft_before_ns[first] / NS_PER_MS, sketched, None if w is None else w[first]
+            )
             if first.any()
             else None,
-            ttft_after=stats(p.ttft_after_ns[first] / NS_PER_MS, sketched) if first.any() else None,
+            ttft_after=stats(
+                p.ttft_after_ns[first] / NS_PER_MS, sketched, None if w is None else w[first]
+            )
+            if first.any()
+            else None,
         )
 
 
-def _sums(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str]) -> dict[str, float]:
-    """Each group's total over the rows (ints summed exactly, then as floats)."""
-    _, keys, values = flat
+def _sums(
+    flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list[str], w: np.ndarray | None
+) -> dict[str, float]:
+    """Each group's total over the rows (ints summed exactly, then as floats), each row
+    times its weight when the traces are a sample."""
+    rows, keys, values = flat
+    if w is not None:
+        values = values * w[rows]
     return {names[k]: float(values[keys == k].sum()) for k in np.unique(keys).tolist()}
 
 

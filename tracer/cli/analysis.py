@@ -455,7 +455,8 @@ def check(
     """Check the traces against a latency budget; exit 1 when any limit is exceeded.
 
     Prints one PASS or FAIL line per limit with the measured value, for CI after a
-    load test: hoptrace check spans.db --budget budget.toml
+    load test: hoptrace check spans.db --budget budget.toml. From sampled traces, a
+    limit inside a value's confidence interval is UNDECIDED (exit 3 if none failed).
     """
     from tracer.analysis import render
     from tracer.analysis.aggregate import aggregate_columns
@@ -473,8 +474,8 @@ def check(
             emit(render.dumps(render.budget_dict(result)), None)
         else:
             emit(render.budget_text(result), None)
-        if not result.passed:
-            sys.exit(1)
+        if result.failed or result.undecided:
+            sys.exit(1 if result.failed else 3)
         return
     # The stages are checked against all the traces once; a value that never
     # passes through one (a cached answer, no model) gets "n/a" for its limits.
@@ -490,8 +491,8 @@ def check(
         emit(render.dumps(render.split_budget_dict(parts)), None)
     else:
         emit(render.split_budget_text(parts), None)
-    if not all(r.passed for _, _, r in parts.parts):
-        sys.exit(1)
+    if any(r.failed or r.undecided for _, _, r in parts.parts):
+        sys.exit(1 if any(r.failed for _, _, r in parts.parts) else 3)
 
 
 COMMANDS = (analyze, whatif, compare, report, check)

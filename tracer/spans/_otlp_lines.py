@@ -106,6 +106,7 @@ class _Span(msgspec.Struct, gc=False):
     attributes: msgspec.Raw = _NO_ATTRIBUTES
     events: list[_Event] = []
     status: _Status | None = None
+    traceState: str = ""
 
 
 class _Scope(msgspec.Struct, gc=False):
@@ -366,6 +367,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                         code if type(code) is int else _status_code(code),
                         first,
                         attributes,
+                        raw.traceState or None,
                     )
                 )
     return out

@@ -52,7 +52,9 @@ class Span(msgspec.Struct, gc=False):
 
     ``stage`` is the span's own ``hoptrace.stage`` attribute (None when absent);
     ``first_token_ns`` is the first-token mark, from the ``hoptrace.first_token``
-    event or ``gen_ai.response.time_to_first_chunk``.
+    event or ``gen_ai.response.time_to_first_chunk``; ``trace_state`` the W3C trace
+    state the span was recorded with (OTLP ``traceState``, Jaeger's ``w3c.tracestate``
+    tag; None when empty), which carries a sampler's threshold (``ot=th:...``).
 
     A ``msgspec.Struct`` (built and freed in C, not tracked by the cycle collector: a
     span never refers back to itself), because a big file is millions of them; it
@@ -71,6 +73,7 @@ class Span(msgspec.Struct, gc=False):
     status: int = 0
     first_token_ns: int | None = None
     attributes: dict[str, Any] = {}
+    trace_state: str | None = None
 
     @property
     def duration_ns(self) -> int:

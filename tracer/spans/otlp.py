@@ -255,6 +255,7 @@ def _spans_from_json(raws: list[Any], service: str, warnings: Warnings) -> Itera
                     first = None
                 status = raw.get("status")
                 name = raw.get("name")
+                state = raw.get("traceState")
                 yield Span(
                     trace_id,
                     span_id,
@@ -268,6 +269,7 @@ def _spans_from_json(raws: list[Any], service: str, warnings: Warnings) -> Itera
                     _status_code(status.get("code", 0)) if type(status) is dict else 0,
                     first,
                     attributes,
+                    state if state and type(state) is str else None,
                 )
                 continue
         except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
@@ -373,7 +375,12 @@ def _span_from_json_careful(raw: Any, service: str, warnings: Warnings) -> Span 
         status=_status_code(code),
         first_token_ns=_first_token(start_ns, events, attributes),
         attributes=attributes,
+        trace_state=_trace_state(raw.get("traceState")),
     )
+
+
+def _trace_state(value: Any) -> str | None:
+    return value if value and type(value) is str else None
 
 
 def _status_code(code: Any) -> int:
@@ -438,4 +445,5 @@ def spans_from_otlp_proto(request: Any, warnings: Warnings) -> Iterator[Span]:
                         start_ns, ((e.name, e.time_unix_nano) for e in raw.events), attributes
                     ),
                     attributes=attributes,
+                    trace_state=raw.trace_state or None,
                 )

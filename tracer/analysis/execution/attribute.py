@@ -11,6 +11,7 @@ from tracer.analysis.breakdown import break_down
 from tracer.analysis.execution.batches import ShapeBatcher, batching
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceFilter
+from tracer.analysis.weights import carries_sampling, trace_weight
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["NONE", "Attributor", "split_value"]
@@ -85,7 +86,11 @@ class Attributor:
         if self._selecting and not self.selection.matches(spans):
             self.rows.mark(trace_id, seq, last_end, None, value, selected=False)
             return
-        if self._batcher is not None and self._batcher.offer(trace_id, spans, seq, last_end, value):
+        if (
+            self._batcher is not None
+            and not carries_sampling(spans)  # a weight is read on the scalar path
+            and self._batcher.offer(trace_id, spans, seq, last_end, value)
+        ):
             return
         self._attribute(trace_id, spans, seq, last_end, value)
 
@@ -99,4 +104,7 @@ class Attributor:
             self.rows.mark(trace_id, seq, last_end, issues, value)
             return
         projected = None if self.projection is None else self.projection(prepared)
-        self.rows.add(break_down(prepared, self.group_by), seq, last_end, issues, value, projected)
+        weight = trace_weight(prepared.spans, prepared.spans[prepared.root])
+        self.rows.add(
+            break_down(prepared, self.group_by), seq, last_end, issues, value, projected, weight
+        )

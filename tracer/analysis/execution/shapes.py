@@ -10,9 +10,10 @@ decisions read, not written beside them:
 
 - every field of a span is in :data:`FIELDS`, which says how the batches treat it: in
   the key by value (service, name, kind, stage: every trace's stage resolution reads
-  them), in the key when a decision read it (status), the tree (ids), or a column the
-  batch reads per trace (times, marks); a test checks that ``Span`` has no other field,
-  so a new one cannot be left out;
+  them), in the key when a decision read it (status), the tree (ids), a column the
+  batch reads per trace (times, marks), or kept from the batches (the trace state: a
+  sampled trace's weight is read on the scalar path); a test checks that ``Span`` has
+  no other field, so a new one cannot be left out;
 - an attribute's presence is in the key; its value is in the key when a decision read
   it, unless the batch reads it per trace through the same function the scalar path
   calls (token counts, :data:`~tracer.analysis.breakdown.TOKEN_KEYS`; engine phases,
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 #: How the batches treat each field of a span.
-FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"]] = {
+FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace", "scalar"]] = {
     "trace_id": "trace",  # the trace's own id
     "span_id": "tree",  # the parents in the key
     "parent_id": "tree",
@@ -73,6 +74,9 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
     "end_ns": "column",
     "first_token_ns": "column",
     "attributes": "attributes",  # keys in the key; values as the module docstring says
+    # a trace whose spans carry one never reaches the batches: its weight (a sampler's
+    # threshold) is read on the scalar path (execution/attribute.py, analysis/weights.py)
+    "trace_state": "scalar",
 }
 #: The attributes whose values the batch reads per trace, as the scalar path does.
 PER_TRACE = TOKEN_KEYS | PHASE_KEYS

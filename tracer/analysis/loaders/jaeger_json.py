@@ -115,4 +115,9 @@ def _span(
         status=status,
         first_token_ns=first_token_ns(start_ns, events, tags),
         attributes=tags,
+        trace_state=_trace_state(tags.get(attrs.JAEGER_TRACE_STATE)),
     )
+
+
+def _trace_state(value: object) -> str | None:
+    return value if value and isinstance(value, str) else None

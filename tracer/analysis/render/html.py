@@ -29,9 +29,11 @@ from tracer.analysis.render.sections import (
     analysis_sections,
     comparison_sections,
     fmt_ms,
+    fmt_ms_in,
     groups_section,
     hops_section,
     row_name,
+    sample_note,
     shown_groups,
     warnings_note,
     whatif_sections,
@@ -190,10 +192,11 @@ def _split_card(split: Split[Analysis]) -> str:
 
 
 def _stats_row(label: str, s: Stats) -> str:
-    return (
-        f"<tr><td>{escape(label)}</td><td>{s.n}</td><td>{fmt_ms(s.mean)}</td><td>{fmt_ms(s.p50)}</td>"
-        f"<td>{fmt_ms(s.p90)}</td><td>{fmt_ms(s.p99)}</td></tr>"
+    cells = "".join(
+        f"<td>{escape(fmt_ms_in(getattr(s, k), s.intervals, k))}</td>"
+        for k in ("mean", "p50", "p90", "p99")
     )
+    return f"<tr><td>{escape(label)}</td><td>{s.n}</td>{cells}</tr>"
 
 
 def _percentile_card(a: Analysis, prices: Prices) -> str:
@@ -203,8 +206,10 @@ def _percentile_card(a: Analysis, prices: Prices) -> str:
     if a.model_ttft is not None:
         totals.append(_stats_row("time to first token (model server)", a.model_ttft))
     hops = hops_section(a)
+    sampled = sample_note(a)
     return (
         '<section class="card" id="percentiles"><h2>Percentiles</h2>'
+        + ("" if sampled is None else _notes([sampled]))
         + _table(groups_section(a), "groups", swatches=True)
         + '<br><table id="totals"><tr><th></th><th>n</th><th>mean ms</th>'
         "<th>P50 ms</th><th>P90 ms</th><th>P99 ms</th></tr>"

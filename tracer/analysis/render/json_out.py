@@ -10,6 +10,8 @@ import orjson
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import cost_per_request
+from tracer.analysis.estimate import CONFIDENCE, Interval
+from tracer.analysis.figures import Sample
 from tracer.analysis.loadmodel import LoadWhatIf
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
@@ -17,7 +19,9 @@ __all__ = [
     "analysis_dict",
     "comparison_dict",
     "dumps",
+    "intervals_dict",
     "number",
+    "sample_dict",
     "stats_dict",
     "whatif_dict",
 ]
@@ -31,10 +35,40 @@ def number(value: float) -> float | None:
 def stats_dict(
     s: Stats | None, keys: tuple[str, ...] = ("n", "mean", "p50", "p90", "p99", "min", "max")
 ) -> dict[str, Any] | None:
-    """A :class:`Stats` as a dict with the given keys (None for None)."""
+    """A :class:`Stats` as a dict with the given keys (None for None); estimates from
+    a sample add ``intervals`` (``{"p50": [low, high], ...}``)."""
     if s is None:
         return None
-    return {k: (getattr(s, k) if k == "n" else number(getattr(s, k))) for k in keys}
+    out = {k: (getattr(s, k) if k == "n" else number(getattr(s, k))) for k in keys}
+    if s.intervals is not None:
+        out["intervals"] = intervals_dict(s.intervals, keys)
+    return out
+
+
+def intervals_dict(
+    intervals: dict[str, Interval], keys: tuple[str, ...] | None = None
+) -> dict[str, list[float | None]]:
+    """Confidence intervals as ``{figure: [low, high]}`` (only ``keys``, when given)."""
+    return {
+        k: [number(iv.low), number(iv.high)]
+        for k, iv in intervals.items()
+        if keys is None or k in keys
+    }
+
+
+def sample_dict(s: Sample) -> dict[str, Any]:
+    """What a sample of the traffic stands for (the ``sample`` object)."""
+    return {
+        "confidence": CONFIDENCE,
+        "kept_traces": s.kept,
+        "estimated_traces": number(s.estimated_traces),
+        "estimated_traces_interval": [number(s.interval.low), number(s.interval.high)],
+        "traces_per_s": None if s.rate_per_s is None else number(s.rate_per_s),
+        "traces_per_s_interval": None
+        if s.rate_interval is None
+        else [number(s.rate_interval.low), number(s.rate_interval.high)],
+        "unknown_weight_traces": s.unknown_weight,
+    }
 
 
 def analysis_dict(
@@ -58,6 +92,7 @@ def analysis_dict(
                 "p50_ms": number(g.p50_ms),
                 "p90_ms": number(g.p90_ms),
                 "p99_ms": number(g.p99_ms),
+                **({} if g.intervals is None else {"intervals": intervals_dict(g.intervals)}),
             }
             for g in a.groups
         ],
@@ -69,6 +104,7 @@ def analysis_dict(
                 "mean_ms": number(h.mean_ms),
                 "p50_ms": number(h.p50_ms),
                 "p90_ms": number(h.p90_ms),
+                **({} if h.intervals is None else {"intervals": intervals_dict(h.intervals)}),
             }
             for h in a.hops
         ],
@@ -83,6 +119,8 @@ def analysis_dict(
         },
         "exemplars": dict(a.exemplars),
     }
+    if a.sample is not None:
+        out["sample"] = sample_dict(a.sample)
     if a.tokens is not None:
         tokens: dict[str, Any] = {
             "requests": a.tokens.requests,
@@ -90,6 +128,15 @@ def analysis_dict(
             "output_per_request": number(a.tokens.output_mean),
             "models": list(a.tokens.models),
         }
+        if a.tokens.intervals is not None:
+            iv = a.tokens.intervals
+            tokens["intervals"] = {
+                "input_per_request": [number(iv["input_mean"].low), number(iv["input_mean"].high)],
+                "output_per_request": [
+                    number(iv["output_mean"].low),
+                    number(iv["output_mean"].high),
+                ],
+            }
         cost = cost_per_request(a, prices or {})
         if cost is not None:
             tokens["cost_per_request"] = number(cost)

@@ -8,6 +8,7 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.cache import CacheStats
 from tracer.analysis.compare import Comparison
 from tracer.analysis.cost import Prices, cost_per_request
+from tracer.analysis.estimate import CONFIDENCE, Interval
 from tracer.analysis.substages import covers, nested, parent_of
 from tracer.analysis.whatif import WhatIf, ideal_speedup
 
@@ -19,7 +20,9 @@ __all__ = [
     "cache_section",
     "comparison_sections",
     "fmt_ms",
+    "fmt_ms_in",
     "fmt_pct",
+    "fmt_pct_in",
     "fmt_ratio",
     "fmt_tokens",
     "group_label",
@@ -28,6 +31,7 @@ __all__ = [
     "parents_of",
     "row_name",
     "shown_groups",
+    "sample_note",
     "warnings_note",
     "whatif_sections",
 ]
@@ -122,10 +126,54 @@ def fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
+def fmt_ms_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
+    """Milliseconds, with their interval in parentheses when there is one."""
+    if iv is None or key not in iv:
+        return fmt_ms(v)
+    return f"{fmt_ms(v)} ({fmt_ms(iv[key].low)}-{fmt_ms(iv[key].high)})"
+
+
+def fmt_pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str:
+    """A share, with its interval in parentheses when there is one."""
+    if v is None or iv is None or key not in iv:
+        return fmt_pct(v)
+    return f"{fmt_pct(v)} ({iv[key].low * 100:.1f}-{iv[key].high * 100:.1f})"
+
+
 def _stats_line(label: str, s: Stats) -> str:
+    iv = s.intervals
     return (
-        f"{label}: P50 {fmt_ms(s.p50)} ms, P90 {fmt_ms(s.p90)} ms, P99 {fmt_ms(s.p99)} ms, "
-        f"mean {fmt_ms(s.mean)} ms (n={s.n})"
+        f"{label}: P50 {fmt_ms_in(s.p50, iv, 'p50')} ms, P90 {fmt_ms_in(s.p90, iv, 'p90')} ms, "
+        f"P99 {fmt_ms_in(s.p99, iv, 'p99')} ms, mean {fmt_ms_in(s.mean, iv, 'mean')} ms (n={s.n})"
+    )
+
+
+def _tokens_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
+    """Tokens per request, with their interval in parentheses when there is one."""
+    if iv is None or key not in iv:
+        return fmt_tokens(v)
+    return f"{fmt_tokens(v)} ({fmt_tokens(iv[key].low)}-{fmt_tokens(iv[key].high)})"
+
+
+def sample_note(a: Analysis) -> str | None:
+    """What a sample of the traffic stands for, in one sentence (None for full data)."""
+    s = a.sample
+    if s is None:
+        return None
+    rate = (
+        f", {s.rate_per_s:,.1f} traces/s ({s.rate_interval.low:,.1f}-{s.rate_interval.high:,.1f})"
+        if s.rate_per_s is not None and s.rate_interval is not None
+        else ""
+    )
+    unknown = (
+        f"; {s.unknown_weight} of them with no known sampling probability (counted once)"
+        if s.unknown_weight
+        else ""
+    )
+    return (
+        f"sampled traffic: these {s.kept:,} traces stand for about {s.estimated_traces:,.0f} "
+        f"({s.interval.low:,.0f}-{s.interval.high:,.0f}){rate}{unknown}; every figure is an "
+        f"estimate, its {CONFIDENCE:.0%} confidence interval in parentheses"
     )
 
 
@@ -139,20 +187,24 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
     shown, gone = shown_groups(a) if by_stage else (list(a.groups), [])
     parents = parents_of([g.name for g in shown])
     for g in nested(shown, lambda g: g.name) if by_stage else shown:
+        iv = g.intervals
         head.rows.append(
             [
                 group_label(g.name, by_stage, parents),
-                fmt_pct(g.share),
-                fmt_pct(g.tail_share),
-                fmt_pct(g.ttft_share),
-                fmt_ms(g.mean_ms),
-                fmt_ms(g.p50_ms),
-                fmt_ms(g.p90_ms),
-                fmt_ms(g.p99_ms),
+                fmt_pct_in(g.share, iv, "share"),
+                fmt_pct_in(g.tail_share, iv, "tail_share"),
+                fmt_pct_in(g.ttft_share, iv, "ttft_share"),
+                fmt_ms_in(g.mean_ms, iv, "mean_ms"),
+                fmt_ms_in(g.p50_ms, iv, "p50_ms"),
+                fmt_ms_in(g.p90_ms, iv, "p90_ms"),
+                fmt_ms_in(g.p99_ms, iv, "p99_ms"),
             ]
         )
     if by_stage:
         head.notes.extend(_family_notes(a, shown, gone))
+    sampled = sample_note(a)
+    if sampled is not None:
+        head.notes.append(sampled)
     head.notes.append(_stats_line("end-to-end", a.e2e))
     if a.ttft is not None:
         head.notes.append(_stats_line("time to first token, as the client sees it", a.ttft))
@@ -191,9 +243,9 @@ def hops_section(a: Analysis) -> Section | None:
             [
                 f"{h.source} -> {h.target}",
                 str(h.n),
-                fmt_ms(h.mean_ms),
-                fmt_ms(h.p50_ms),
-                fmt_ms(h.p90_ms),
+                fmt_ms_in(h.mean_ms, h.intervals, "mean_ms"),
+                fmt_ms_in(h.p50_ms, h.intervals, "p50_ms"),
+                fmt_ms_in(h.p90_ms, h.intervals, "p90_ms"),
             ]
         )
     return hops
@@ -226,7 +278,8 @@ def analysis_sections(
     if a.tokens is not None:
         tok = Section("Tokens")
         tok.notes.append(
-            f"{fmt_tokens(a.tokens.input_mean)} input and {fmt_tokens(a.tokens.output_mean)} "
+            f"{_tokens_in(a.tokens.input_mean, a.tokens.intervals, 'input_mean')} input and "
+            f"{_tokens_in(a.tokens.output_mean, a.tokens.intervals, 'output_mean')} "
             "output tokens per "
             f"request over {a.tokens.requests} requests"
             + (f" (models: {', '.join(a.tokens.models)})" if a.tokens.models else "")
@@ -244,6 +297,9 @@ def analysis_sections(
         warn.notes.extend(a.warnings.messages)
         sections.append(warn)
     return sections
+
+
+_STATS_KEYS = ("mean", "p50", "p90", "p99")
 
 
 def whatif_headline(w: WhatIf) -> str:
@@ -271,19 +327,13 @@ def whatif_sections(w: WhatIf) -> list[Section]:
     head.rows.append(
         [
             "before",
-            fmt_ms(w.before.mean),
-            fmt_ms(w.before.p50),
-            fmt_ms(w.before.p90),
-            fmt_ms(w.before.p99),
+            *(fmt_ms_in(getattr(w.before, k), w.before.intervals, k) for k in _STATS_KEYS),
         ]
     )
     head.rows.append(
         [
             "after",
-            fmt_ms(w.after.mean),
-            fmt_ms(w.after.p50),
-            fmt_ms(w.after.p90),
-            fmt_ms(w.after.p99),
+            *(fmt_ms_in(getattr(w.after, k), w.after.intervals, k) for k in _STATS_KEYS),
         ]
     )
     head.rows.append(

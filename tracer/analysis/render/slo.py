@@ -21,6 +21,22 @@ def slo_dict(result: SloAnalysis) -> dict[str, Any]:
         "attainment": number(result.attainment),
         "attainment_by_metric": {m: number(v) for m, v in result.attainment_by_metric},
         "without_ttft": result.without_ttft,
+        **(
+            {}
+            if result.estimate is None
+            else {
+                "attainment_interval": [
+                    number(result.estimate[1].low),
+                    number(result.estimate[1].high),
+                ],
+                "goodput_per_s": None
+                if result.goodput_per_s is None
+                else number(result.goodput_per_s[0]),
+                "goodput_per_s_interval": None
+                if result.goodput_per_s is None
+                else [number(result.goodput_per_s[1].low), number(result.goodput_per_s[1].high)],
+            }
+        ),
         "lost_by": [
             {
                 "name": g.name,
@@ -36,9 +52,12 @@ def slo_dict(result: SloAnalysis) -> dict[str, Any]:
 def slo_sections(result: SloAnalysis) -> list[Section]:
     """Attainment, and per group how much longer it took in the traces that miss."""
     by_stage = result.group_by == "stage"
+    attained = fmt_pct(result.attainment)
+    if result.estimate is not None:
+        iv = result.estimate[1]
+        attained += f" ({iv.low * 100:.1f}-{iv.high * 100:.1f}, estimated from a sample)"
     section = Section(
-        f"SLO {result.slo.describe()}: {fmt_pct(result.attainment)} of {result.traces} "
-        "traces meet it",
+        f"SLO {result.slo.describe()}: {attained} of {result.traces} traces meet it",
         [result.group_by, "mean ms, missing", "mean ms, meeting", "extra ms when missing"],
     )
     for g in result.losses:
@@ -49,6 +68,12 @@ def slo_sections(result: SloAnalysis) -> list[Section]:
                 fmt_ms(g.meeting_mean_ms),
                 f"{round(g.extra_ms, 1) or 0.0:+,.1f}",
             ]
+        )
+    if result.goodput_per_s is not None:
+        rate, iv = result.goodput_per_s
+        section.notes.append(
+            f"goodput: {rate:,.1f} requests/s meet it ({iv.low:,.1f}-{iv.high:,.1f}), "
+            "estimated from the sample"
         )
     section.notes.append(
         "per limit: "

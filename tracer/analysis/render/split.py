@@ -12,7 +12,9 @@ from tracer.analysis.render.sections import (
     Section,
     analysis_sections,
     fmt_ms,
+    fmt_ms_in,
     fmt_pct,
+    fmt_pct_in,
     fmt_ratio,
     group_label,
     parents_of,
@@ -41,10 +43,16 @@ def split_summary(split: Split[Analysis]) -> Section:
     """One column per value: traces, end-to-end and TTFT percentiles, each group's share."""
     head = Section(f"By {split.attribute}: {len(split.parts)} values", _headers(split))
     results = [a for _, _, a in split.parts]
-    head.rows.append(["end-to-end P50 ms"] + [fmt_ms(a.e2e.p50) for a in results])
-    head.rows.append(["end-to-end P90 ms"] + [fmt_ms(a.e2e.p90) for a in results])
+    for key in ("p50", "p90"):
+        head.rows.append(
+            [f"end-to-end {key.upper()} ms"]
+            + [fmt_ms_in(getattr(a.e2e, key), a.e2e.intervals, key) for a in results]
+        )
     if any(a.ttft is not None for a in results):
-        head.rows.append(["TTFT P50 ms"] + [fmt_ms(a.ttft.p50) if a.ttft else "-" for a in results])
+        head.rows.append(
+            ["TTFT P50 ms"]
+            + [fmt_ms_in(a.ttft.p50, a.ttft.intervals, "p50") if a.ttft else "-" for a in results]
+        )
     by_stage = all(a.group_by == "stage" for a in results)
     order: dict[str, float] = {}
     for a in results:
@@ -53,11 +61,15 @@ def split_summary(split: Split[Analysis]) -> Section:
     names = sorted(order, key=lambda n: (-order[n], n))
     if by_stage:
         names = nested(names, lambda n: n)
-    shares = [{g.name: g.share for g in a.groups} for a in results]
+    found = [{g.name: g for g in a.groups} for a in results]
     parents = parents_of(names)
     for name in names:
         head.rows.append(
-            [group_label(name, by_stage, parents)] + [fmt_pct(s.get(name, 0.0)) for s in shares]
+            [group_label(name, by_stage, parents)]
+            + [
+                fmt_pct_in(g.share, g.intervals, "share") if g is not None else fmt_pct(0.0)
+                for g in (f.get(name) for f in found)
+            ]
         )
     head.notes.append(
         f"traces without {split.attribute} are counted as (none); shares are of each "
