@@ -23,26 +23,14 @@ from tracer import attributes as attrs
 from tracer._threshold import adjusted_count, ot_value, parse_ot
 from tracer.spans.model import Span
 
-__all__ = ["FULL", "carries_sampling", "trace_weight"]
+__all__ = ["FULL", "SAMPLING_KEYS", "trace_weight"]
 
 #: The weight of a trace of full data (known).
 FULL = (1.0, True)
 _TRACE_STATE = attrgetter("trace_state")
+#: The root attributes other samplers write their probability in.
+SAMPLING_KEYS = frozenset({attrs.SAMPLING_PROBABILITY, attrs.SAMPLE_RATE})
 _UNKNOWN = (1.0, False)
-
-
-def carries_sampling(spans: list[Span]) -> bool:
-    """Whether any span of the trace has a trace state or its root a sampling
-    attribute: then its weight is read (:func:`trace_weight`). Only the first span
-    without a parent is looked at: a trace with more than one takes the scalar path
-    anyway."""
-    if any(map(_TRACE_STATE, spans)):
-        return True
-    for s in spans:
-        if s.parent_id is None:
-            a = s.attributes
-            return attrs.SAMPLING_PROBABILITY in a or attrs.SAMPLE_RATE in a
-    return False
 
 
 def _threshold(span: Span) -> tuple[bool, int | None]:

@@ -11,7 +11,7 @@ from tracer.analysis.breakdown import break_down
 from tracer.analysis.execution.batches import ShapeBatcher, batching
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceFilter
-from tracer.analysis.weights import carries_sampling, trace_weight
+from tracer.analysis.weights import trace_weight
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["NONE", "Attributor", "split_value"]
@@ -86,11 +86,7 @@ class Attributor:
         if self._selecting and not self.selection.matches(spans):
             self.rows.mark(trace_id, seq, last_end, None, value, selected=False)
             return
-        if (
-            self._batcher is not None
-            and not carries_sampling(spans)  # a weight is read on the scalar path
-            and self._batcher.offer(trace_id, spans, seq, last_end, value)
-        ):
+        if self._batcher is not None and self._batcher.offer(trace_id, spans, seq, last_end, value):
             return
         self._attribute(trace_id, spans, seq, last_end, value)
 

@@ -78,6 +78,8 @@ _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 #: The fields in the key by value (``shapes.FIELDS``).
 _STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
+#: The fields a trace takes the scalar path for when a span carries one (``FIELDS``).
+_SCALAR_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "scalar"]
 _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 _NO_TOKENS: _Tokens = (None, None, None, None)
@@ -164,6 +166,9 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
+        for carried in _SCALAR_FIELDS:
+            if any(map(carried, spans)):
+                return False
         # n <= MAX_SPANS: the positions outlast the ids
         index = dict(zip(map(_SPAN_ID, spans), _POSITIONS, strict=False))
         if len(index) != n:

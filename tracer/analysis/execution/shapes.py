@@ -44,6 +44,7 @@ from tracer.analysis.breakdown import (
 )
 from tracer.analysis.phases import PHASE_KEYS, engine_intervals
 from tracer.analysis.prepare import StageMap, prepare
+from tracer.analysis.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
 __all__ = [
@@ -74,8 +75,8 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
     "end_ns": "column",
     "first_token_ns": "column",
     "attributes": "attributes",  # keys in the key; values as the module docstring says
-    # a trace whose spans carry one never reaches the batches: its weight (a sampler's
-    # threshold) is read on the scalar path (execution/attribute.py, analysis/weights.py)
+    # a trace whose spans carry one is given to the scalar path (batches.ticket): its
+    # weight (a sampler's threshold) is read there (analysis/weights.py)
     "trace_state": "scalar",
 }
 #: The attributes whose values the batch reads per trace, as the scalar path does.
@@ -263,6 +264,8 @@ def learn(
         return SCALAR  # a P/D coordinator's own time to first token: read per trace
     if issues.any:
         return None  # clock skew in this trace: times, not the shape
+    if not SAMPLING_KEYS.isdisjoint(spans[trace.root].attributes):
+        return SCALAR  # a sampled trace: its weight is read on the scalar path
     break_down(trace, group_by)  # what the row's decisions read, too
     n = len(trace.spans)
     engines = trace.engines or []
