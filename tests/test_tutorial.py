@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from collector import free_port
+from tests.helpers import eventually
 from tracer.analysis import load
 
 pytestmark = pytest.mark.integration
@@ -63,19 +64,14 @@ def _wait_for_port(port: int, proc: subprocess.Popen, deadline_s: float = 30.0) 
 
 def _complete_traces(store: Path, want: int, deadline_s: float = 30.0) -> int:
     """Traces in the store with the client's and the service's spans, once ``want``."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        traces = load([store]) if store.exists() else None
-        done = (
-            0
-            if traces is None
-            else sum(
-                {s.service for s in spans} == {"client", "chat"} for spans in traces.traces.values()
-            )
-        )
-        if done >= want or time.monotonic() > deadline:
-            return done
-        time.sleep(0.2)
+
+    def done() -> int:
+        if not store.exists():
+            return 0
+        traces = load([store]).traces.values()
+        return sum({s.service for s in spans} == {"client", "chat"} for spans in traces)
+
+    return eventually(done, lambda n: n >= want, deadline_s)
 
 
 def test_the_tutorial_runs_as_written(tmp_path):

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collector import BackgroundCollector, free_port
 from collector.metrics import OTHER, LabelLimiter
 from collector.pending import PendingTraces
+from tests.helpers import eventually
 from tracer import attributes as attrs
 from tracer.analysis.arrival import is_complete
 from tracer.spans.model import Span
@@ -136,12 +137,9 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
 def wait_for(url: str, name: str, labels: dict[str, str], value: float, deadline_s: float = 20):
     """Poll ``url`` until sample ``name`` with ``labels`` reaches ``value``."""
     key = (name, tuple(sorted(labels.items())))
-    end = time.monotonic() + deadline_s
-    while True:
-        got = samples(httpx.get(url).text)
-        if got.get(key, 0) >= value or time.monotonic() > end:
-            return got
-        time.sleep(0.2)
+    return eventually(
+        lambda: samples(httpx.get(url).text), lambda got: got.get(key, 0) >= value, deadline_s
+    )
 
 
 @pytest.fixture

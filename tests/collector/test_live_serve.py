@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from bisect import bisect_left
 
 import httpx
@@ -16,6 +15,8 @@ import pytest
 from collector import free_port
 from collector.metrics import BUCKETS_S
 from tests.collector.test_live_metrics import samples
+from tests.conftest import wait_http
+from tests.helpers import eventually
 
 # Boots the demo chain's processes on loopback ports: run with -m integration.
 pytestmark = pytest.mark.integration
@@ -47,16 +48,8 @@ def served(tmp_path_factory):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     gateway, collector = f"http://127.0.0.1:{port}/v1", f"http://127.0.0.1:{otlp_port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(collector + "/metrics", timeout=2).raise_for_status()
-            httpx.get(f"http://127.0.0.1:{port}/docs", timeout=2).raise_for_status()
-            break
-        except httpx.HTTPError:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "hoptrace serve did not come up"
-            time.sleep(0.2)
+    wait_http(collector + "/metrics", deadline_s=60, proc=proc)
+    wait_http(f"http://127.0.0.1:{port}/docs", deadline_s=60, proc=proc)
     try:
         yield gateway, collector, store
     finally:
@@ -93,14 +86,17 @@ def _total(scrape: dict, name: str, sweep: str | None = None, **match: str) -> f
 
 def _settled(collector: str, sweep: str, expected: float, deadline_s: float = 60) -> dict:
     """The scrape once the ``expected`` traces of ``sweep`` have been attributed."""
-    end = time.monotonic() + deadline_s
-    while True:
-        scrape = samples(httpx.get(collector + "/metrics").text)
-        got = _total(scrape, "hoptrace_trace_duration_seconds_count", sweep)
-        if got >= expected:
-            return scrape
-        assert time.monotonic() < end, f"only {got} of {expected} traces attributed"
-        time.sleep(0.3)
+
+    def count(scrape: dict) -> float:
+        return _total(scrape, "hoptrace_trace_duration_seconds_count", sweep)
+
+    scrape = eventually(
+        lambda: samples(httpx.get(collector + "/metrics").text),
+        lambda s: count(s) >= expected,
+        deadline_s,
+    )
+    assert count(scrape) >= expected, f"only {count(scrape)} of {expected} traces attributed"
+    return scrape
 
 
 def _buckets(scrape: dict, name: str, sweep: str) -> dict[float, float]:
