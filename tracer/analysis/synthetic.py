@@ -18,7 +18,7 @@ from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 __all__ = ["SEED_MS", "chain_trace", "to_jaeger_json", "to_otlp_json"]
 
 MS = 1_000_000
-#: The seed story: 600 ms outside the model, 1000 ms of inference.
+#: The demo's story: 600 ms outside the model, 1000 ms of inference.
 SEED_MS = {
     "client": 60.0,
     "net_client_gateway": 120.0,
