@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracer.analysis._ids import TraceIds
 from tracer.analysis.breakdown import TraceBreakdown
 
 __all__ = ["Columns", "Projected", "ProjectedColumns"]
@@ -47,15 +48,21 @@ class Projected(NamedTuple):
 
 class _Sparse:
     """Rows of ``{name: number}``: an end offset per row into flat (name, value) arrays
-    (int values, or float ones with ``code="d"``)."""
+    (int values, or float ones with ``code="d"``). Names are two-byte indices until
+    there are more than 65,536 of them, four-byte ones after."""
 
     __slots__ = ("ends", "keys", "names", "values")
 
     def __init__(self, names: _Names, code: str = "q") -> None:
         self.names = names
         self.ends = array("q")
-        self.keys = array("i")
+        self.keys = array("H")
         self.values = array(code)
+
+    def _fit(self) -> None:
+        """Widen the name indices once there are too many names for two bytes."""
+        if self.keys.typecode == "H" and len(self.names.names) > 0xFFFF:
+            self.keys = array("i", self.keys)
 
     def add(self, row: dict | None) -> None:
         if row:
@@ -63,6 +70,7 @@ class _Sparse:
             if None in keys:
                 of = self.names.of
                 keys = [of(k) for k in row]
+                self._fit()
             self.keys.extend(keys)
             self.values.extend(row.values())
         self.ends.append(len(self.values))
@@ -77,7 +85,8 @@ class _Sparse:
         ids = np.zeros(max(1, len(names)), np.int32)
         for c in np.nonzero(keep.any(axis=0))[0].tolist():  # names no row has stay unknown
             ids[c] = self.names.of(names[c])
-        self.keys.frombytes(ids[col].tobytes())
+        self._fit()
+        self.keys.frombytes(ids[col].astype(self.keys.typecode).tobytes())
         dtype = np.float64 if self.values.typecode == "d" else np.int64
         self.values.frombytes(sums[at, col].astype(dtype).tobytes())
         counts = keep.sum(axis=1)
@@ -89,17 +98,19 @@ class _Sparse:
         base = len(self.values)
         if len(other.ends):
             self.ends.frombytes((np.frombuffer(other.ends, np.int64) + base).tobytes())
+        self._fit()
         if len(other.keys):
-            keys = np.frombuffer(other.keys, np.int32)
-            self.keys.frombytes(remap[keys].astype(np.int32).tobytes())
+            keys = np.frombuffer(other.keys, other.keys.typecode)
+            self.keys.frombytes(remap[keys].astype(self.keys.typecode).tobytes())
         self.values.extend(other.values)
 
     def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row of each entry, name index of each entry, value of each entry)."""
         ends = np.frombuffer(self.ends, np.int64) if len(self.ends) else np.zeros(0, np.int64)
         counts = np.diff(ends, prepend=0)
-        rows = np.repeat(np.arange(ends.size), counts)
-        keys = np.frombuffer(self.keys, np.int32) if len(self.keys) else np.zeros(0, np.int32)
+        rows = np.repeat(np.arange(ends.size, dtype=np.int32), counts)
+        code = self.keys.typecode
+        keys = np.frombuffer(self.keys, code) if len(self.keys) else np.zeros(0, code)
         dtype = np.float64 if self.values.typecode == "d" else np.int64
         values = np.frombuffer(self.values, dtype) if len(self.values) else np.zeros(0, dtype)
         return rows, keys, values
@@ -159,9 +170,11 @@ class ProjectedColumns:
 @dataclass(frozen=True)
 class Columns:
     """A table's rows as numpy arrays, sorted by start time and trace id, dropped rows
-    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes."""
+    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes. ``ids`` reads
+    as an object array of the trace ids (:class:`~tracer.analysis._ids.TraceIds`, 16
+    bytes a row, when every id is of 32 lowercase hex digits)."""
 
-    ids: np.ndarray
+    ids: TraceIds | np.ndarray
     start_ns: np.ndarray
     e2e_ns: np.ndarray
     span_count: np.ndarray
@@ -246,7 +259,7 @@ class Columns:
         for r in range(len(self)):
             ttft = int(self.ttft_ns[r])
             yield TraceBreakdown(
-                trace_id=self.ids[r],
+                trace_id=str(self.ids[r]),
                 root_service=strings[self.root_service[r]],  # type: ignore[arg-type]
                 root_name=strings[self.root_name[r]],  # type: ignore[arg-type]
                 start_ns=int(self.start_ns[r]),

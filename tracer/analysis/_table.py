@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -41,17 +42,18 @@ from tracer.analysis._columns import (
     _Projections,
     _Sparse,
 )
+from tracer.analysis._ids import WIDTH, IdStore, TraceIds, pack
 from tracer.analysis.breakdown import TraceBreakdown
 from tracer.spans.model import Warnings
 
-__all__ = ["Columns", "Projected", "ProjectedColumns", "TraceTable"]
+__all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]
 
 
 class TraceTable:
     """Per-trace breakdowns in flat arrays; see the module docstring."""
 
     def __init__(self) -> None:
-        self._ids: list[str] = []
+        self._ids = IdStore()
         self._start = array("q")
         self._e2e = array("q")
         self._spans = array("q")
@@ -209,12 +211,17 @@ class TraceTable:
         self._marks.append(_Mark(trace_id, seq, last_end, kept, split, selected))
 
     def merge(self, other: TraceTable) -> None:
-        """Append the rows and marks of ``other``."""
+        """Append the rows and marks of ``other``, which is left empty (an empty table
+        takes its storage as it is: merging one partition copies nothing)."""
+        if not len(self) and not self._marks and self._projected is None:
+            self.__dict__.update(other.__dict__)
+            other.__init__()  # type: ignore[misc]
+            return
         base = len(self)
         for r, w in other._warnings.items():
             self._warnings[base + r] = w
         self._dropped.update(base + r for r in other._dropped)
-        self._ids.extend(other._ids)
+        self._ids.merge(other._ids)
         for name in (
             "_start",
             "_e2e",
@@ -250,28 +257,56 @@ class TraceTable:
                 self._projected = _Projections(self._group_names)
             self._projected.extend(other._projected, groups)
         self._marks.extend(other._marks)
+        other.__init__()  # type: ignore[misc]
 
     def repeated(self) -> dict[str, list[tuple[int, int]]]:
         """Trace ids with more than one row or mark: id -> [(seq, last_end), ...]."""
-        dropped = self._dropped
-        kept = [t for i, t in enumerate(self._ids) if i not in dropped] if dropped else self._ids
-        names = [*kept, *(m.trace_id for m in self._marks)]
-        if len(set(names)) == len(names):  # the usual answer, in C
+        twice = self._twice()
+        if not twice:
             return {}
-        counts = Counter(names)
-        twice = {t for t, n in counts.items() if n > 1}
         out: dict[str, list[tuple[int, int]]] = {t: [] for t in twice}
-        for i, t in enumerate(self._ids):
-            if t in twice and i not in self._dropped:
-                out[t].append((self._seq[i], self._last_end[i]))
+        for i in self._rows_of(twice):
+            out[self._ids[i]].append((self._seq[i], self._last_end[i]))
         for m in self._marks:
             if m.trace_id in twice:
                 out[m.trace_id].append((m.seq, m.last_end))
         return out
 
+    def _twice(self) -> set[str]:
+        """The ids of more than one kept row or mark."""
+        dropped = self._dropped
+        marks = [pack(m.trace_id) for m in self._marks]
+        if not self._ids.odd and None not in marks:  # 16 bytes each: sorted in C
+            packed = self._ids.view()
+            if dropped:
+                packed = np.delete(packed, list(dropped))
+            if marks:
+                packed = np.concatenate([packed, np.array(marks, f"S{WIDTH}")])
+            packed = np.sort(packed)
+            same = packed[1:][packed[1:] == packed[:-1]]
+            return set(TraceIds(np.unique(same)))
+        ids = self._ids
+        names = [t for i, t in enumerate(ids) if i not in dropped]
+        names += [m.trace_id for m in self._marks]
+        if len(set(names)) == len(names):
+            return set()
+        return {t for t, n in Counter(names).items() if n > 1}
+
+    def _rows_of(self, trace_ids: set[str]) -> list[int]:
+        """The kept rows whose id is one of ``trace_ids``, in order."""
+        odd = self._ids.odd
+        rows = {r for r, t in odd.items() if t in trace_ids}
+        packed = [p for p in map(pack, trace_ids) if p is not None]
+        if packed:
+            hits = np.isin(self._ids.view(), np.array(packed, f"S{WIDTH}"))
+            if odd:  # (their bytes are zeros, which an id of zeros would match)
+                hits[list(odd)] = False
+            rows.update(np.nonzero(hits)[0].tolist())
+        return sorted(rows - self._dropped)
+
     def drop(self, trace_ids: set[str]) -> None:
         """Take out every row and mark of ``trace_ids`` (their parts, before the join)."""
-        self._dropped.update(i for i, t in enumerate(self._ids) if t in trace_ids)
+        self._dropped.update(self._rows_of(trace_ids))
         self._marks = [m for m in self._marks if m.trace_id not in trace_ids]
 
     def tally(self, split: str | None = None) -> Warnings:
@@ -302,8 +337,13 @@ class TraceTable:
                 out[m.split] = out.get(m.split, 0) + 1
         return out
 
-    def columns(self) -> Columns:
-        """The kept rows as arrays, sorted by (start, trace id); see :class:`Columns`."""
+    def columns(self, release: bool = False) -> Columns:
+        """The kept rows as arrays, sorted by (start, trace id); see :class:`Columns`.
+
+        With ``release``, the table gives up each column as soon as it is copied, so
+        the rows are held about once, not twice; what stays (``seq``, the split values,
+        marks and warnings, and the end-to-end times that count the rows) is what
+        ``len``, :meth:`tally` and :meth:`unrooted` read."""
         n = len(self)
         start = _np(self._start)
         keep = np.ones(n, bool)
@@ -311,62 +351,109 @@ class TraceTable:
             keep[list(self._dropped)] = False
         order = np.argsort(start, kind="stable")
         if n > 1 and (start[order[1:]] == start[order[:-1]]).any():  # ties: by trace id
-            ids = np.array([t.encode() for t in self._ids], dtype=bytes)
-            order = np.lexsort((ids, start))
+            tie = (
+                self._ids.view()
+                if not self._ids.odd
+                else np.array([t.encode() for t in self._ids], dtype=bytes)
+            )
+            order = np.lexsort((tie, start))
+            del tie
         order = order[keep[order]]
+        del start, keep
 
-        def sparse(s: _Sparse) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            # Each kept row's entries, rows in the sorted order (a row's entries are
-            # contiguous and stay in their order): what a stable sort by position gives.
-            _, keys, values = s.flat()
-            ends = _np(s.ends)
-            counts = np.diff(ends, prepend=0)
-            lengths = counts[order]
-            first = (ends - counts)[order]
-            at = np.repeat(first - (np.cumsum(lengths) - lengths), lengths)
-            at += np.arange(at.size)
-            return np.repeat(np.arange(order.size), lengths), keys[at], values[at]
+        def take(name: str, view: Callable[[array], np.ndarray] = _np) -> np.ndarray:
+            column = getattr(self, name)
+            out = view(column)[order]
+            if release:
+                setattr(self, name, array(column.typecode))
+            return out
 
+        def sparse(name: str, owner: object | None = None) -> _Flat:
+            owner = self if owner is None else owner
+            out = _sorted(getattr(owner, name), order)
+            if release:
+                setattr(owner, name, _Sparse(self._group_names))
+            return out
+
+        ids = self._ids.column(order)
+        if release:
+            self._ids = IdStore()
         split = _np32(self._split)[order]
-        weight = _npd(self._weight)[order]
+        weight = take("_weight", _npd)
         unknown = np.frombuffer(bytes(self._unknown), np.uint8)[order].astype(bool)
+        if release:
+            self._unknown = bytearray()
+        root = take("_root", lambda c: _np32(c).reshape(-1, 2))
         p = self._projected
-        return Columns(
-            ids=np.array([self._ids[i] for i in order.tolist()], dtype=object),
-            start_ns=start[order],
-            e2e_ns=_np(self._e2e)[order],
-            span_count=_np(self._spans)[order],
-            ttft_ns=_np(self._ttft)[order],
-            model_ttft_ns=_np(self._model_ttft)[order],
-            input_tokens=_np(self._tin)[order],
-            output_tokens=_np(self._tout)[order],
-            cached_tokens=_np(self._cached)[order],
-            coordinator_ttft_ns=_np(self._coordinator_ttft)[order],
-            model=_np32(self._model)[order],
-            root_service=_np32(self._root)[0::2][order],
-            root_name=_np32(self._root)[1::2][order],
-            strings=list(self._strings.names),
-            groups=sparse(self._groups),
-            group_names=list(self._group_names.names),
-            ttft_groups=sparse(self._ttft_groups),
-            hops=sparse(self._hops),
-            hop_names=list(self._hop_names.names),
-            seq=_np(self._seq)[order],
-            last_end=_np(self._last_end)[order],
-            split=split if split.size and (split != _NONE).all() else None,
-            weight=weight if (weight != 1.0).any() else None,
-            weight_unknown=unknown if unknown.any() else None,
-            projected=None
+        projected = (
+            None
             if p is None or len(p.after) != n
             else ProjectedColumns(
                 after_ns=_npd(p.after)[order],
                 ttft_before_ns=_np(p.ttft_before)[order],
                 ttft_after_ns=_npd(p.ttft_after)[order],
                 has_stage=np.frombuffer(p.has_stage, np.int8)[order].astype(bool),
-                before_groups=sparse(p.before_groups),
-                after_groups=sparse(p.after_groups),
-            ),
+                before_groups=sparse("before_groups", p),
+                after_groups=sparse("after_groups", p),
+            )
         )
+        if release:
+            self._projected = None
+        return Columns(
+            ids=ids,
+            start_ns=take("_start"),
+            e2e_ns=_np(self._e2e)[order],
+            span_count=take("_spans"),
+            ttft_ns=take("_ttft"),
+            model_ttft_ns=take("_model_ttft"),
+            input_tokens=take("_tin"),
+            output_tokens=take("_tout"),
+            cached_tokens=take("_cached"),
+            coordinator_ttft_ns=take("_coordinator_ttft"),
+            model=take("_model", _np32),
+            root_service=root[:, 0].copy(),
+            root_name=root[:, 1].copy(),
+            strings=list(self._strings.names),
+            groups=sparse("_groups"),
+            group_names=list(self._group_names.names),
+            ttft_groups=sparse("_ttft_groups"),
+            hops=sparse("_hops"),
+            hop_names=list(self._hop_names.names),
+            seq=_np(self._seq)[order],
+            last_end=take("_last_end"),
+            split=split if split.size and (split != _NONE).all() else None,
+            weight=weight if (weight != 1.0).any() else None,
+            weight_unknown=unknown if unknown.any() else None,
+            projected=projected,
+        )
+
+
+_Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
+_CHUNK = 1 << 16  # rows gathered at a time: the index arrays stay small
+
+
+def _sorted(s: _Sparse, order: np.ndarray) -> _Flat:
+    """(row, name, value) of each entry of the rows ``order`` lists, rows renumbered in
+    that order (a row's entries stay contiguous and in their order: what a stable sort
+    by position gives), gathered a chunk of rows at a time."""
+    _, keys, values = s.flat()
+    ends = _np(s.ends)
+    counts = np.diff(ends, prepend=0)
+    lengths = counts[order]
+    first = (ends - counts)[order]
+    del counts
+    at_out = np.cumsum(lengths) - lengths  # where each row's entries go
+    total = int(lengths.sum())
+    out_keys, out_values = np.empty(total, keys.dtype), np.empty(total, values.dtype)
+    for lo in range(0, order.size, _CHUNK):
+        hi = min(order.size, lo + _CHUNK)
+        lo_at = int(at_out[lo])
+        hi_at = total if hi == order.size else int(at_out[hi])
+        at = np.repeat(first[lo:hi] - at_out[lo:hi], lengths[lo:hi])
+        at += np.arange(lo_at, hi_at)
+        out_keys[lo_at:hi_at] = keys[at]
+        out_values[lo_at:hi_at] = values[at]
+    return np.repeat(np.arange(order.size, dtype=np.int32), lengths), out_keys, out_values
 
 
 class _Mark(NamedTuple):
