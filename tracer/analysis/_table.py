@@ -369,11 +369,7 @@ class TraceTable:
             return out
 
         def sparse(name: str, owner: object | None = None) -> _Flat:
-            owner = self if owner is None else owner
-            out = _sorted(getattr(owner, name), order)
-            if release:
-                setattr(owner, name, _Sparse(self._group_names))
-            return out
+            return _sorted(self if owner is None else owner, name, order, release)
 
         ids = self._ids.column(order)
         if release:
@@ -432,28 +428,41 @@ _Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
 _CHUNK = 1 << 16  # rows gathered at a time: the index arrays stay small
 
 
-def _sorted(s: _Sparse, order: np.ndarray) -> _Flat:
-    """(row, name, value) of each entry of the rows ``order`` lists, rows renumbered in
-    that order (a row's entries stay contiguous and in their order: what a stable sort
-    by position gives), gathered a chunk of rows at a time."""
-    _, keys, values = s.flat()
+def _sorted(owner: object, name: str, order: np.ndarray, release: bool) -> _Flat:
+    """(row, name, value) of each entry of the rows ``order`` lists of the
+    :class:`_Sparse` ``owner.name``, rows renumbered in that order (a row's entries stay
+    contiguous and in their order: what a stable sort by position gives), gathered a
+    chunk of rows at a time. With ``release``, each source array is let go as soon as
+    it is copied, so that the entries are held about once."""
+    s: _Sparse = getattr(owner, name)
     ends = _np(s.ends)
-    counts = np.diff(ends, prepend=0)
-    lengths = counts[order]
-    first = (ends - counts)[order]
-    del counts
+    lengths = np.diff(ends, prepend=0)
+    first = (ends - lengths)[order]
+    lengths = lengths[order]
+    del ends
     at_out = np.cumsum(lengths) - lengths  # where each row's entries go
     total = int(lengths.sum())
-    out_keys, out_values = np.empty(total, keys.dtype), np.empty(total, values.dtype)
-    for lo in range(0, order.size, _CHUNK):
-        hi = min(order.size, lo + _CHUNK)
-        lo_at = int(at_out[lo])
-        hi_at = total if hi == order.size else int(at_out[hi])
-        at = np.repeat(first[lo:hi] - at_out[lo:hi], lengths[lo:hi])
-        at += np.arange(lo_at, hi_at)
-        out_keys[lo_at:hi_at] = keys[at]
-        out_values[lo_at:hi_at] = values[at]
-    return np.repeat(np.arange(order.size, dtype=np.int32), lengths), out_keys, out_values
+    flat = []
+    for column in ("keys", "values"):
+        source = getattr(s, column)
+        code = source.typecode
+        src = np.frombuffer(source, code) if len(source) else np.zeros(0, code)
+        out = np.empty(total, src.dtype)
+        for lo in range(0, order.size, _CHUNK):
+            hi = min(order.size, lo + _CHUNK)
+            lo_at = int(at_out[lo])
+            hi_at = total if hi == order.size else int(at_out[hi])
+            at = np.repeat(first[lo:hi] - at_out[lo:hi], lengths[lo:hi])
+            at += np.arange(lo_at, hi_at)
+            out[lo_at:hi_at] = src[at]
+        flat.append(out)
+        if release:
+            del src, source
+            setattr(s, column, array(code))
+    if release:
+        setattr(owner, name, _Sparse(s.names, s.values.typecode))
+    del first, at_out, s
+    return np.repeat(np.arange(order.size, dtype=np.int32), lengths), flat[0], flat[1]
 
 
 class _Mark(NamedTuple):
