@@ -14,7 +14,7 @@ import numpy as np
 from tracer.analysis._ids import TraceIds
 from tracer.analysis.breakdown import TraceBreakdown
 
-__all__ = ["Columns", "Projected", "ProjectedColumns"]
+__all__ = ["Columns", "Entries", "Projected", "ProjectedColumns"]
 
 _NONE = -1  # None in an int column (times to first token and token counts are >= 0)
 
@@ -144,6 +144,30 @@ class _Projections:
         self.after_groups.extend(other.after_groups, remap)
 
 
+Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class Entries(NamedTuple):
+    """Sparse rows as arrays: row ``r``'s (name index, value) entries are
+    ``keys[ends[r - 1]:ends[r]]`` and ``values[...]`` (``ends``: one int64 a row)."""
+
+    ends: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+
+    def flat(self) -> Flat:
+        """(row of each entry, name index, value): the row index is made on each call
+        (four bytes an entry), not kept."""
+        counts = np.diff(self.ends, prepend=0)
+        return np.repeat(np.arange(self.ends.size, dtype=np.int32), counts), *self[1:]
+
+    def subset(self, keep: np.ndarray) -> Entries:
+        """The rows ``keep`` (a boolean per row) marks."""
+        counts = np.diff(self.ends, prepend=0)
+        mine = np.repeat(keep, counts)
+        return Entries(np.cumsum(counts[keep]), self.keys[mine], self.values[mine])
+
+
 @dataclass(frozen=True)
 class ProjectedColumns:
     """The what-if columns, in the order of :class:`Columns`' rows (ns)."""
@@ -186,10 +210,11 @@ class Columns:
     root_service: np.ndarray
     root_name: np.ndarray
     strings: list[str | None]
-    groups: tuple[np.ndarray, np.ndarray, np.ndarray]
+    #: Each row's group, TTFT-group and hop times (ns) by name index.
+    group_entries: Entries
     group_names: list[str]
-    ttft_groups: tuple[np.ndarray, np.ndarray, np.ndarray]
-    hops: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ttft_entries: Entries
+    hop_entries: Entries
     hop_names: list[tuple[str, str]]
     seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     last_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -206,6 +231,21 @@ class Columns:
 
     def __len__(self) -> int:
         return int(self.e2e_ns.size)
+
+    @property
+    def groups(self) -> Flat:
+        """(row, group index, ns) of every group time; see :meth:`Entries.flat`."""
+        return self.group_entries.flat()
+
+    @property
+    def ttft_groups(self) -> Flat:
+        """(row, group index, ns) of every group time before the first token."""
+        return self.ttft_entries.flat()
+
+    @property
+    def hops(self) -> Flat:
+        """(row, hop index, ns) of every hop's network time."""
+        return self.hop_entries.flat()
 
     def subset(self, keep: np.ndarray) -> Columns:
         """The rows ``keep`` (a boolean per row) marks, in the same order."""
@@ -228,10 +268,10 @@ class Columns:
             root_service=self.root_service[keep],
             root_name=self.root_name[keep],
             strings=self.strings,
-            groups=_subset_sparse(self.groups, position),
+            group_entries=self.group_entries.subset(keep),
             group_names=self.group_names,
-            ttft_groups=_subset_sparse(self.ttft_groups, position),
-            hops=_subset_sparse(self.hops, position),
+            ttft_entries=self.ttft_entries.subset(keep),
+            hop_entries=self.hop_entries.subset(keep),
             hop_names=self.hop_names,
             seq=col(self.seq),
             last_end=col(self.last_end),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -33,6 +33,8 @@ import numpy as np
 from tracer.analysis._columns import (
     _NONE,
     Columns,
+    Entries,
+    Flat,
     Projected,
     ProjectedColumns,
     _Names,
@@ -368,8 +370,8 @@ class TraceTable:
                 setattr(self, name, array(column.typecode))
             return out
 
-        def sparse(name: str, owner: object | None = None) -> _Flat:
-            return _sorted(self if owner is None else owner, name, order, release)
+        def sparse(name: str, owner: object | None = None) -> Flat:
+            return _sorted(self if owner is None else owner, name, order, release).flat()
 
         ids = self._ids.column(order)
         if release:
@@ -410,10 +412,10 @@ class TraceTable:
             root_service=root[:, 0].copy(),
             root_name=root[:, 1].copy(),
             strings=list(self._strings.names),
-            groups=sparse("_groups"),
+            group_entries=_sorted(self, "_groups", order, release),
             group_names=list(self._group_names.names),
-            ttft_groups=sparse("_ttft_groups"),
-            hops=sparse("_hops"),
+            ttft_entries=_sorted(self, "_ttft_groups", order, release),
+            hop_entries=_sorted(self, "_hops", order, release),
             hop_names=list(self._hop_names.names),
             seq=_np(self._seq)[order],
             last_end=take("_last_end"),
@@ -424,45 +426,47 @@ class TraceTable:
         )
 
 
-_Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
 _CHUNK = 1 << 16  # rows gathered at a time: the index arrays stay small
 
 
-def _sorted(owner: object, name: str, order: np.ndarray, release: bool) -> _Flat:
-    """(row, name, value) of each entry of the rows ``order`` lists of the
-    :class:`_Sparse` ``owner.name``, rows renumbered in that order (a row's entries stay
-    contiguous and in their order: what a stable sort by position gives), gathered a
-    chunk of rows at a time. With ``release``, each source array is let go as soon as
-    it is copied, so that the entries are held about once."""
+def _sorted(owner: object, name: str, order: np.ndarray, release: bool) -> Entries:
+    """The entries of the rows ``order`` lists of the :class:`_Sparse` ``owner.name``,
+    rows renumbered in that order (a row's entries stay contiguous and in their order),
+    gathered a chunk of rows at a time. With ``release``, each source array is let go
+    as soon as it is copied, so that the entries are held about once."""
     s: _Sparse = getattr(owner, name)
-    ends = _np(s.ends)
-    lengths = np.diff(ends, prepend=0)
-    first = (ends - lengths)[order]
-    lengths = lengths[order]
-    del ends
-    at_out = np.cumsum(lengths) - lengths  # where each row's entries go
-    total = int(lengths.sum())
+    src_ends = _np(s.ends)
+
+    def chunks() -> Iterator[tuple[int, int, np.ndarray, np.ndarray]]:
+        for lo in range(0, order.size, _CHUNK):
+            rows = order[lo : lo + _CHUNK]
+            first = np.where(rows > 0, src_ends[rows - 1], 0)
+            yield lo, lo + rows.size, first, src_ends[rows] - first
+
+    ends = np.empty(order.size, np.int64)
+    done = 0
+    for lo, hi, _, lengths in chunks():
+        ends[lo:hi] = done + np.cumsum(lengths)
+        done = int(ends[hi - 1])
     flat = []
     for column in ("keys", "values"):
         source = getattr(s, column)
         code = source.typecode
         src = np.frombuffer(source, code) if len(source) else np.zeros(0, code)
-        out = np.empty(total, src.dtype)
-        for lo in range(0, order.size, _CHUNK):
-            hi = min(order.size, lo + _CHUNK)
-            lo_at = int(at_out[lo])
-            hi_at = total if hi == order.size else int(at_out[hi])
-            at = np.repeat(first[lo:hi] - at_out[lo:hi], lengths[lo:hi])
-            at += np.arange(lo_at, hi_at)
-            out[lo_at:hi_at] = src[at]
+        out = np.empty(done, src.dtype)
+        for lo, hi, first, lengths in chunks():
+            out_lo = int(ends[lo - 1]) if lo else 0
+            at = np.repeat(first - (ends[lo:hi] - lengths), lengths)
+            at += np.arange(out_lo, int(ends[hi - 1]))
+            out[out_lo : int(ends[hi - 1])] = src[at]
         flat.append(out)
         if release:
             del src, source
             setattr(s, column, array(code))
     if release:
+        del src_ends
         setattr(owner, name, _Sparse(s.names, s.values.typecode))
-    del first, at_out, s
-    return np.repeat(np.arange(order.size, dtype=np.int32), lengths), flat[0], flat[1]
+    return Entries(ends, flat[0], flat[1])
 
 
 class _Mark(NamedTuple):

@@ -228,16 +228,19 @@ def aggregate_columns(
     if sketched:
         warnings.note(sketch_note(limit))
     e2e = cols.e2e_ns.astype(float) / NS_PER_MS
-    rows, keys, values = cols.groups
-    present = sorted(set(np.unique(keys).tolist()), key=lambda k: cols.group_names[k])
+    _, keys, values = cols.group_entries
+    found = np.nonzero(np.bincount(keys, minlength=len(cols.group_names)))[0].tolist()
+    present = sorted(found, key=lambda k: cols.group_names[k])
     if w is None:
         tail = tail_of(e2e, sketched)
     else:
         tail = e2e >= weighted_percentiles(e2e, w, [90])[0]
     with_ttft = cols.ttft_ns != _NONE
-    t_rows, t_keys, t_values = cols.ttft_groups
+    _, t_keys, t_values = cols.ttft_entries
+    t_rows = None if w is None else cols.ttft_groups[0]
     ttft_sum = int(cols.ttft_ns[with_ttft].sum())
     groups = []
+    rows = cols.groups[0]  # (four bytes an entry, for this loop only)
     for k in present:
         column = np.zeros(n)
         mine = keys == k
@@ -248,18 +251,23 @@ def aggregate_columns(
                 (exact_ttft / ttft_sum) if ttft_sum > 0 else None
             )
         else:
+            assert t_rows is not None
             ttft_column = np.zeros(n)
             ttft_column[t_rows[t_keys == k]] = t_values[t_keys == k]
             ttft = (ttft_column, np.where(with_ttft, cols.ttft_ns, 0)) if ttft_sum > 0 else None
         groups.append(
             _group_stats(cols.group_names[k], column / NS_PER_MS, e2e, tail, ttft, sketched, w)
         )
+    del rows, t_rows
     groups.sort(key=lambda s: (-s.share, s.name))
-    h_rows, h_keys, h_values = cols.hops
+    _, h_keys, h_values = cols.hop_entries
+    h_rows = None if w is None else cols.hops[0]
     hops = []
-    for k in dict.fromkeys(h_keys.tolist()):
+    hop_keys, first = np.unique(h_keys, return_index=True)
+    for k in hop_keys[np.argsort(first)].tolist():  # in order of first use
         mine = h_keys == k
-        st = stats(h_values[mine] / NS_PER_MS, sketched, None if w is None else w[h_rows[mine]])
+        hop_w = None if w is None or h_rows is None else w[h_rows[mine]]
+        st = stats(h_values[mine] / NS_PER_MS, sketched, hop_w)
         src, dst = cols.hop_names[k]
         hop_iv = None if st.intervals is None else {f"{q}_ms": st.intervals[q] for q in _HOP_KEYS}
         hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90, hop_iv))
