@@ -57,3 +57,28 @@ def test_columns_sort_rows_and_their_group_entries_by_start_then_trace_id():
         assert (np.diff(at) >= 0).all()
         hop_rows = cols.hops[0].tolist()
         assert hop_rows == [r for r, b in enumerate(kept) if b.hops]
+
+
+def test_columns_that_take_the_rows_over_equal_the_columns_of_a_copy(monkeypatch):
+    # Small pieces and chunks, so that the source columns are cut into many pieces and
+    # let go while rows come out of order (starts shuffled locally, some dropped).
+    from tracer.analysis import _table
+
+    monkeypatch.setattr(_table, "_PIECE", 7)
+    monkeypatch.setattr(_table, "_CHUNK", 5)
+    for seed in range(10):
+        rng = random.Random(seed)
+        rows = [_breakdown(rng, i) for i in range(rng.randrange(0, 200))]
+        for i, b in enumerate(rows):
+            b.start_ns = i + rng.randrange(-20, 20)
+        tables = [TraceTable(), TraceTable()]
+        for table in tables:
+            for b in rows:
+                table.add(b)
+            table.drop({b.trace_id for b in rows[::7]})
+        kept, taken = tables[0].columns(), tables[1].columns(release=True)
+        assert taken.ids.tolist() == kept.ids.tolist()
+        for a, b in ((kept.groups, taken.groups), (kept.hops, taken.hops)):
+            assert all(x.tolist() == y.tolist() for x, y in zip(a, b, strict=True))
+        assert taken.e2e_ns.tolist() == kept.e2e_ns.tolist()
+        assert len(tables[1]) == len(rows)  # it still counts its rows
