@@ -240,11 +240,12 @@ def aggregate_columns(
     t_rows = None if w is None else cols.ttft_groups[0]
     ttft_sum = int(cols.ttft_ns[with_ttft].sum())
     groups = []
-    rows = cols.groups[0]  # (four bytes an entry, for this loop only)
+    ends = cols.group_entries.ends
     for k in present:
+        at = np.flatnonzero(keys == k)
         column = np.zeros(n)
-        mine = keys == k
-        column[rows[mine]] = values[mine]
+        column[np.searchsorted(ends, at, side="right")] = values[at]  # (the rows of at)
+        column /= NS_PER_MS
         if w is None:
             exact_ttft = int(t_values[t_keys == k].sum())
             ttft: float | tuple[np.ndarray, np.ndarray] | None = (
@@ -255,10 +256,8 @@ def aggregate_columns(
             ttft_column = np.zeros(n)
             ttft_column[t_rows[t_keys == k]] = t_values[t_keys == k]
             ttft = (ttft_column, np.where(with_ttft, cols.ttft_ns, 0)) if ttft_sum > 0 else None
-        groups.append(
-            _group_stats(cols.group_names[k], column / NS_PER_MS, e2e, tail, ttft, sketched, w)
-        )
-    del rows, t_rows
+        groups.append(_group_stats(cols.group_names[k], column, e2e, tail, ttft, sketched, w))
+    del t_rows
     groups.sort(key=lambda s: (-s.share, s.name))
     _, h_keys, h_values = cols.hop_entries
     h_rows = None if w is None else cols.hops[0]
