@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
+from tracer.analysis._memory import trim_freed_memory
 from tracer.analysis._sketch import exact_traces as exact_limit
 from tracer.analysis._sketch import percentiles, sketch_note
 from tracer.analysis._sketch import tail as tail_of
@@ -180,6 +181,7 @@ def aggregate_table(
     # One order whatever the source order or the number of workers: exemplar ties and
     # the JSON come out the same. The table gives its rows up to the columns as they
     # are copied: held once, not twice, at the largest moment of the analysis.
+    trim_freed_memory(now=True)  # what reading freed, before the largest allocations
     cols = table.columns(release=True)
     parts = None
     if cols.split is not None:
@@ -262,8 +264,7 @@ def aggregate_columns(
     _, h_keys, h_values = cols.hop_entries
     h_rows = None if w is None else cols.hops[0]
     hops = []
-    hop_keys, first = np.unique(h_keys, return_index=True)
-    for k in hop_keys[np.argsort(first)].tolist():  # in order of first use
+    for k in _first_use(h_keys):
         mine = h_keys == k
         hop_w = None if w is None or h_rows is None else w[h_rows[mine]]
         st = stats(h_values[mine] / NS_PER_MS, sketched, hop_w)
@@ -385,6 +386,17 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
         return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft, sketched, w)
     tail = tail_of(e2e, sketched)
     return _group_stats(stage, column / NS_PER_MS, e2e, tail, ttft_share, sketched)
+
+
+def _first_use(keys: np.ndarray, chunk: int = 1 << 20) -> list[int]:
+    """The distinct values of ``keys`` in order of first appearance (a chunk at a time:
+    no sort of the whole array)."""
+    first: dict[int, int] = {}
+    for lo in range(0, keys.size, chunk):
+        values, at = np.unique(keys[lo : lo + chunk], return_index=True)
+        for v, i in zip(values.tolist(), at.tolist(), strict=True):
+            first.setdefault(v, lo + i)
+    return sorted(first, key=first.__getitem__)
 
 
 def _exemplars(cols: Columns, e2e_ms: np.ndarray, sketched: bool) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 Loading a million spans creates millions of long-lived objects; the cyclic garbage
 collector would scan them again and again (about a fifth of the time) although the
-analyzer makes no reference cycles.
+analyzer makes no reference cycles. While it is paused, freed memory is also given
+back to the system as it is freed (:mod:`tracer.analysis._memory`).
 
 ``HOPTRACE_WORKERS`` sets the number of processes for large files (1: serial); by
 default, the number of CPUs (at most 8).
@@ -17,13 +18,16 @@ import os
 from collections.abc import Iterator
 
 from tracer._errors import ConfigError
+from tracer.analysis._memory import trim_freed_memory
 
 __all__ = ["gc_paused", "workers"]
 
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (reference counting still frees memory)."""
+    """Pause the cyclic garbage collector (reference counting still frees memory), and
+    have freed memory given back to the system (:func:`trim_freed_memory`)."""
+    trim_freed_memory()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
