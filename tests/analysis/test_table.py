@@ -62,10 +62,10 @@ def test_columns_sort_rows_and_their_group_entries_by_start_then_trace_id():
 def test_columns_that_take_the_rows_over_equal_the_columns_of_a_copy(monkeypatch):
     # Small pieces and chunks, so that the source columns are cut into many pieces and
     # let go while rows come out of order (starts shuffled locally, some dropped).
-    from tracer.analysis import _table
+    from tracer.analysis import _reorder
 
-    monkeypatch.setattr(_table, "_PIECE", 7)
-    monkeypatch.setattr(_table, "_CHUNK", 5)
+    monkeypatch.setattr(_reorder, "_PIECE", 7)
+    monkeypatch.setattr(_reorder, "_CHUNK", 5)
     for seed in range(10):
         rng = random.Random(seed)
         rows = [_breakdown(rng, i) for i in range(rng.randrange(0, 200))]

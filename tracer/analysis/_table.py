@@ -33,7 +33,6 @@ import numpy as np
 from tracer.analysis._columns import (
     _NONE,
     Columns,
-    Entries,
     Flat,
     Projected,
     ProjectedColumns,
@@ -45,6 +44,7 @@ from tracer.analysis._columns import (
     _Sparse,
 )
 from tracer.analysis._ids import WIDTH, IdStore, TraceIds, pack
+from tracer.analysis._reorder import sorted_entries
 from tracer.analysis.breakdown import TraceBreakdown
 from tracer.spans.model import Warnings
 
@@ -371,7 +371,7 @@ class TraceTable:
             return out
 
         def sparse(name: str, owner: object | None = None) -> Flat:
-            return _sorted(self if owner is None else owner, name, order, release).flat()
+            return sorted_entries(self if owner is None else owner, name, order, release).flat()
 
         ids = self._ids.column(order)
         if release:
@@ -412,10 +412,10 @@ class TraceTable:
             root_service=root[:, 0].copy(),
             root_name=root[:, 1].copy(),
             strings=list(self._strings.names),
-            group_entries=_sorted(self, "_groups", order, release),
+            group_entries=sorted_entries(self, "_groups", order, release),
             group_names=list(self._group_names.names),
-            ttft_entries=_sorted(self, "_ttft_groups", order, release),
-            hop_entries=_sorted(self, "_hops", order, release),
+            ttft_entries=sorted_entries(self, "_ttft_groups", order, release),
+            hop_entries=sorted_entries(self, "_hops", order, release),
             hop_names=list(self._hop_names.names),
             seq=_np(self._seq)[order],
             last_end=take("_last_end"),
@@ -424,95 +424,6 @@ class TraceTable:
             weight_unknown=unknown if unknown.any() else None,
             projected=projected,
         )
-
-
-_CHUNK = 1 << 14  # rows gathered at a time: the index arrays stay small
-_PIECE = 1 << 20  # entries of a source column in one piece, when it is let go
-
-
-def _sorted(owner: object, name: str, order: np.ndarray, release: bool) -> Entries:
-    """The entries of the rows ``order`` lists of the :class:`_Sparse` ``owner.name``,
-    rows renumbered in that order (a row's entries stay contiguous and in their order),
-    gathered a chunk of rows at a time.
-
-    With ``release``, each source column is first cut into pieces from its end (the
-    column shrinking as they are taken), and a piece is let go once no later row needs
-    it: rows come nearly in start order, so the entries are held about once, not
-    twice, while they are sorted."""
-    s: _Sparse = getattr(owner, name)
-    src_ends = _np(s.ends)
-    lo_rows = range(0, order.size, _CHUNK)
-
-    def chunk(lo: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = order[lo : lo + _CHUNK]
-        first = np.where(rows > 0, src_ends[rows - 1], 0)
-        return first, src_ends[rows] - first
-
-    ends = np.empty(order.size, np.int64)
-    need = np.zeros(len(lo_rows) + 1, np.int64)  # the first entry a chunk reads
-    done = 0
-    for c, lo in enumerate(lo_rows):
-        first, lengths = chunk(lo)
-        ends[lo : lo + lengths.size] = done + np.cumsum(lengths)
-        done = int(ends[lo + lengths.size - 1])
-        need[c] = first.min()
-    need[-1] = np.iinfo(np.int64).max
-    need = np.minimum.accumulate(need[::-1])[::-1]  # ... that it or a later one reads
-    flat = []
-    for column in ("keys", "values"):
-        source = getattr(s, column)
-        code = source.typecode
-        if release:
-            pieces: list[np.ndarray | None] = _pieces(source)
-            size = _PIECE
-            setattr(s, column, array(code))
-            del source
-        else:
-            pieces, size = (
-                [np.frombuffer(source, code) if len(source) else None],
-                max(1, len(source)),
-            )
-        out = np.empty(done, code)
-        for c, lo in enumerate(lo_rows):
-            first, lengths = chunk(lo)
-            hi = lo + lengths.size
-            out_lo = int(ends[lo - 1]) if lo else 0
-            at = np.repeat(first - (ends[lo:hi] - lengths), lengths)
-            at += np.arange(out_lo, int(ends[hi - 1]))
-            _gather(pieces, size, at, out[out_lo : int(ends[hi - 1])])
-            for p in range(min(len(pieces), int(need[c + 1]) // size)):  # read no more
-                pieces[p] = None
-        flat.append(out)
-        del pieces
-    if release:
-        del src_ends
-        setattr(owner, name, _Sparse(s.names, s.values.typecode))
-    return Entries(ends, flat[0], flat[1])
-
-
-def _pieces(source: array) -> list[np.ndarray | None]:
-    """The items of ``source`` as arrays of ``_PIECE`` items (the last one shorter),
-    cut from its end: ``source`` shrinks as they are taken and is empty after."""
-    pieces: list[np.ndarray | None] = [None] * (-(-len(source) // _PIECE))
-    for p in reversed(range(len(pieces))):
-        pieces[p] = np.frombuffer(source[p * _PIECE :], source.typecode)
-        del source[p * _PIECE :]
-    return pieces
-
-
-def _gather(pieces: list[np.ndarray | None], size: int, at: np.ndarray, out: np.ndarray) -> None:
-    """``out[i] = source[at[i]]`` from ``source`` cut in ``pieces`` of ``size`` items."""
-    if not at.size:
-        return
-    first, last = int(at.min()) // size, int(at.max()) // size
-    for p in range(first, last + 1):
-        piece = pieces[p]
-        assert piece is not None  # (let go only once no later chunk reads it)
-        if first == last:
-            out[:] = piece[at - p * size]
-        else:
-            mine = (at >= p * size) & (at < (p + 1) * size)
-            out[mine] = piece[at[mine] - p * size]
 
 
 class _Mark(NamedTuple):
