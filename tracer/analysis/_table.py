@@ -86,7 +86,7 @@ class TraceTable:
         self._dropped: set[int] = set()
 
     def __len__(self) -> int:
-        return len(self._e2e)
+        return len(self._seq)  # (a column every row has, kept by columns(release=True))
 
     def add(
         self,
@@ -344,8 +344,7 @@ class TraceTable:
 
         With ``release``, the table gives up each column as soon as it is copied, so
         the rows are held about once, not twice; what stays (``seq``, the split values,
-        marks and warnings, and the end-to-end times that count the rows) is what
-        ``len``, :meth:`tally` and :meth:`unrooted` read."""
+        marks and warnings) is what ``len``, :meth:`tally` and :meth:`unrooted` read."""
         n = len(self)
         start = _np(self._start)
         keep = np.ones(n, bool)
@@ -400,7 +399,7 @@ class TraceTable:
         return Columns(
             ids=ids,
             start_ns=take("_start"),
-            e2e_ns=_np(self._e2e)[order],
+            e2e_ns=take("_e2e"),
             span_count=take("_spans"),
             ttft_ns=take("_ttft"),
             model_ttft_ns=take("_model_ttft"),

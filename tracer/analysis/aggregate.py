@@ -229,7 +229,7 @@ def aggregate_columns(
     sketched = n > limit and w is None
     if sketched:
         warnings.note(sketch_note(limit))
-    e2e = cols.e2e_ns.astype(float) / NS_PER_MS
+    e2e = np.divide(cols.e2e_ns, NS_PER_MS)  # (as astype(float) / NS_PER_MS, one array)
     _, keys, values = cols.group_entries
     found = np.nonzero(np.bincount(keys, minlength=len(cols.group_names)))[0].tolist()
     present = sorted(found, key=lambda k: cols.group_names[k])
