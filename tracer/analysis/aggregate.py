@@ -231,8 +231,7 @@ def aggregate_columns(
         warnings.note(sketch_note(limit))
     e2e = np.divide(cols.e2e_ns, NS_PER_MS)  # (as astype(float) / NS_PER_MS, one array)
     _, keys, values = cols.group_entries
-    found = np.nonzero(np.bincount(keys, minlength=len(cols.group_names)))[0].tolist()
-    present = sorted(found, key=lambda k: cols.group_names[k])
+    present = sorted(_first_use(keys), key=lambda k: cols.group_names[k])
     if w is None:
         tail = tail_of(e2e, sketched)
     else:
@@ -389,8 +388,8 @@ def selected_group(analysis: Analysis, stage: str) -> GroupStats | None:
 
 
 def _first_use(keys: np.ndarray, chunk: int = 1 << 20) -> list[int]:
-    """The distinct values of ``keys`` in order of first appearance (a chunk at a time:
-    no sort of the whole array)."""
+    """The distinct values of ``keys`` in order of first appearance, a chunk at a time
+    (no sort or int64 copy of the whole array)."""
     first: dict[int, int] = {}
     for lo in range(0, keys.size, chunk):
         values, at = np.unique(keys[lo : lo + chunk], return_index=True)
