@@ -93,12 +93,15 @@ def batching() -> bool:
 
 class Ticket(NamedTuple):
     """What :meth:`ShapeBatcher.ticket` works out for a trace: its shape, its times
-    and marks as machine words, which spans have marks, its token counts."""
+    and marks as machine words, which spans have marks, its token counts, and whether
+    the batch could give it back."""
 
     shape: Shape
     times: bytes
     has: bytes
     tokens: _Tokens
+    #: the batch cannot give the trace back (its spans need not be kept)
+    settled: bool
 
 
 #: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
@@ -150,7 +153,7 @@ class ShapeBatcher:
         shape.has.extend(ticket.has)
         shape.tokens.append(ticket.tokens)
         # Its spans are kept only while the batch may give the trace back (or retime it).
-        keep = self.projection is not None or not _settled(shape, spans)
+        keep = self.projection is not None or not ticket.settled
         shape.spans.append(spans if keep else None)
         self._queued += 1
         if len(shape.ids) >= self._batch:
@@ -193,27 +196,39 @@ class ShapeBatcher:
         if entry is SCALAR:
             return False
         shape = cast(Shape, entry)
+        starts, ends = list(map(_START, spans)), list(map(_END, spans))
         marks = list(map(_MARK, spans))  # None where a span has no mark
         has = bytes(map(is_not, marks, repeat(None)))
+        filled = [0 if m is None else m for m in marks]
         try:
             if phases:
                 times = shape.pack(
-                    *map(_START, spans),
+                    *starts,
                     *[lo for _, lo, _ in phases],
-                    *map(_END, spans),
+                    *ends,
                     *[hi for _, _, hi in phases],
-                    *[0 if m is None else m for m in marks],
+                    *filled,
                     *repeat(0, len(phases)),
                 )
                 has += bytes(len(phases))
             else:
-                times = shape.pack(
-                    *map(_START, spans), *map(_END, spans), *[0 if m is None else m for m in marks]
-                )
+                times = shape.pack(*starts, *ends, *filled)
         except struct.error:  # a time or mark past int64 (Python's ints hold any)
             return False
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
-        return Ticket(shape, times, has, tokens)
+        # Whether the batch cannot give this trace back: every remote child lies inside
+        # its parent's time (fix_clocks then only widens ends, and a child inside is
+        # never skewed) and no time or mark is too wide for the arrays.
+        settled = (
+            -_LIMIT < min(starts)
+            and max(ends) < _LIMIT
+            and -_LIMIT < min(ends)
+            and max(starts) < _LIMIT
+            and -_LIMIT < min(filled)
+            and max(filled) < _LIMIT
+            and all(starts[c] >= starts[p] and ends[c] <= ends[p] for p, c in shape.nested)
+        )
+        return Ticket(shape, times, has, tokens, settled)
 
     def flush(self) -> None:
         """Attribute every queued trace."""
@@ -268,7 +283,7 @@ class ShapeBatcher:
 
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
         """Attribute the traces ``which`` of a batch the scalar way (their spans were
-        kept: :func:`_settled`)."""
+        kept: :attr:`Ticket.settled`)."""
         ids, seqs, last_ends, splits, _, spans = rows
         for r in which.tolist():
             kept = spans[r]
@@ -390,23 +405,6 @@ class ShapeBatcher:
             phase_span(spans[e], sub, start[k], end[k])
             for k, (e, sub) in enumerate(shape.phases, first)
         ]
-
-
-def _settled(shape: Shape, spans: list[Span]) -> bool:
-    """Whether the batch cannot give this trace back: every remote child lies inside its
-    parent's time (``fix_clocks`` then only widens ends, and a child inside is never
-    skewed) and no time or mark is too wide for the arrays."""
-    for p, c in shape.nested:
-        parent, child = spans[p], spans[c]
-        if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
-            return False
-    for s in spans:
-        mark = s.first_token_ns
-        if not (-_LIMIT < s.start_ns < _LIMIT and -_LIMIT < s.end_ns < _LIMIT):
-            return False
-        if mark is not None and not -_LIMIT < mark < _LIMIT:
-            return False
-    return True
 
 
 def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
