@@ -350,7 +350,7 @@ def _scope(
     if not _KINDS.issuperset(kinds):
         kinds = [k if type(k) is int and 0 <= k <= 5 else kind_from_name(k) for k in kinds]
     texts = list(map(bytes, map(_RAW_ATTRIBUTES, raws)))
-    seen = list(map(_SEEN_ATTRIBUTES.get, texts))
+    seen: list[Any] = list(map(_SEEN_ATTRIBUTES.get, texts))  # (attributes, stage, mark)
     if None in seen:
         for i, text in enumerate(texts):
             if seen[i] is None:
@@ -381,9 +381,11 @@ def _scope(
             return False
         firsts[i] = first  # type: ignore[assignment]
     statuses = list(map(_RAW_STATUS, raws))
-    codes = [0 if st is None else st.code for st in statuses] if any(statuses) else repeat(0)
-    if any(statuses) and not all(type(c) is int for c in codes):  # type: ignore[union-attr]
-        codes = [c if type(c) is int else _status_code(c) for c in codes]  # type: ignore[union-attr]
+    codes: Any = repeat(0)
+    if any(statuses):
+        codes = [0 if st is None else st.code for st in statuses]
+        if not all(type(c) is int for c in codes):
+            codes = [c if type(c) is int else _status_code(c) for c in codes]
     states = [s or None for s in map(_RAW_STATE, raws)]
     spans = list(
         map(

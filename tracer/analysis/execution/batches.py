@@ -54,6 +54,7 @@ from tracer.analysis.execution.shapes import (
 )
 from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.prepare import PreparedTrace, StageMap, phase_span
+from tracer.analysis.weights import FULL, trace_weight
 from tracer.spans.model import Span
 
 __all__ = ["BATCH", "Answer", "ShapeBatcher", "Ticket", "batching"]
@@ -78,8 +79,9 @@ _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 #: The fields in the key by value (``shapes.FIELDS``).
 _STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
-#: The fields a trace takes the scalar path for when a span carries one (``FIELDS``).
-_SCALAR_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "scalar"]
+#: The fields only a trace's weight reads (``FIELDS``): when a span carries one, or the
+#: root a sampler's attribute, the weight is worked out per trace, as the scalar path does.
+_WEIGHT_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "weight"]
 _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 _NO_TOKENS: _Tokens = (None, None, None, None)
@@ -102,6 +104,8 @@ class Ticket(NamedTuple):
     tokens: _Tokens
     #: the batch cannot give the trace back (its spans need not be kept)
     settled: bool
+    #: what the trace stands for and whether that is known (weights.trace_weight)
+    weight: tuple[float, bool]
 
 
 #: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
@@ -152,6 +156,7 @@ class ShapeBatcher:
         shape.times += ticket.times  # a copy of machine words: no span is touched
         shape.has.extend(ticket.has)
         shape.tokens.append(ticket.tokens)
+        shape.weights.append(ticket.weight)
         # Its spans are kept only while the batch may give the trace back (or retime it).
         keep = self.projection is not None or not ticket.settled
         shape.spans.append(spans if keep else None)
@@ -169,9 +174,6 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        for carried in _SCALAR_FIELDS:
-            if any(map(carried, spans)):
-                return False
         # n <= MAX_SPANS: the positions outlast the ids
         index = dict(zip(map(_SPAN_ID, spans), _POSITIONS, strict=False))
         if len(index) != n:
@@ -216,6 +218,11 @@ class ShapeBatcher:
         except struct.error:  # a time or mark past int64 (Python's ints hold any)
             return False
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
+        weight = (
+            trace_weight(spans, spans[shape.root])
+            if shape.sampled or any(any(map(f, spans)) for f in _WEIGHT_FIELDS)
+            else FULL
+        )
         # Whether the batch cannot give this trace back: every remote child lies inside
         # its parent's time (fix_clocks then only widens ends, and a child inside is
         # never skewed) and no time or mark is too wide for the arrays.
@@ -228,7 +235,7 @@ class ShapeBatcher:
             and max(filled) < _LIMIT
             and all(starts[c] >= starts[p] and ends[c] <= ends[p] for p, c in shape.nested)
         )
-        return Ticket(shape, times, has, tokens, settled)
+        return Ticket(shape, times, has, tokens, settled, weight)
 
     def flush(self) -> None:
         """Attribute every queued trace."""
@@ -284,7 +291,7 @@ class ShapeBatcher:
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
         """Attribute the traces ``which`` of a batch the scalar way (their spans were
         kept: :attr:`Ticket.settled`)."""
-        ids, seqs, last_ends, splits, _, spans = rows
+        ids, seqs, last_ends, splits, _, spans, _ = rows
         for r in which.tolist():
             kept = spans[r]
             if kept is None:
@@ -297,8 +304,10 @@ class ShapeBatcher:
         self._queued -= b
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
         tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
+        weights = shape.weights
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
         shape.tokens, shape.spans, shape.times, shape.has = [], [], bytearray(), bytearray()
+        shape.weights = []
         # Each trace's row: its starts, then its ends, then its marks.
         at = np.frombuffer(times, np.int64).reshape(b, 3, n)
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
@@ -306,7 +315,7 @@ class ShapeBatcher:
         # Past 2**62 a sum or difference could leave int64: those traces go below.
         # (Not np.abs: it leaves -2**63 negative.)
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
-        rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
+        rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans, weights)
         if wide.any():
             self._give_back(rows, np.nonzero(wide)[0])
             rest = np.nonzero(~wide)[0]
@@ -324,7 +333,7 @@ class ShapeBatcher:
                 return
             start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
             rows = _pick(rows, keep)
-        ids, seqs, last_ends, splits, tokens, spans = rows
+        ids, seqs, last_ends, splits, tokens, spans, weights = rows
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -390,6 +399,7 @@ class ShapeBatcher:
             ttft_groups=None if ttft_own is None else sums(ttft_own, shape.group_of, width),
             hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
             projected=projected,
+            weights=weights,
         )
 
     @staticmethod
