@@ -146,6 +146,7 @@ class TraceTable:
         hops: tuple[list[tuple[str, str]], np.ndarray],
         projected: list[Projected] | None = None,
         weights: list[tuple[float, bool]] | None = None,
+        coordinator_ttft: list[int | None] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
         shape, :mod:`tracer.analysis.execution.batches`): int64 columns with -1 for None;
@@ -154,7 +155,8 @@ class TraceTable:
         ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
         each row's what-if projection (for every row of the table or for none);
         ``weights`` each row's (weight, known), as :meth:`add` takes it (None: full
-        data, weight 1)."""
+        data, weight 1); ``coordinator_ttft`` each row's P/D coordinator's own time to
+        first token (None: no row has one)."""
         if (projected is None) != (self._projected is None) and len(self._e2e):
             raise ValueError("give a what-if projection for every row or for none")
         n = len(ids)
@@ -171,7 +173,10 @@ class TraceTable:
         self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
         self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
         self._cached.extend([_NONE if t[3] is None else t[3] for t in tokens])
-        self._coordinator_ttft.extend([_NONE] * n)  # such traces take the scalar path
+        if coordinator_ttft is None:
+            self._coordinator_ttft.extend([_NONE] * n)
+        else:
+            self._coordinator_ttft.extend([_NONE if c is None else c for c in coordinator_ttft])
         models = [t[2] for t in tokens]
         known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
         self._model.extend(map(known.__getitem__, models))

@@ -53,6 +53,7 @@ from tracer.analysis.execution.shapes import (
     values_at,
 )
 from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
+from tracer.analysis.phases import coordinator_ttft_ns
 from tracer.analysis.prepare import PreparedTrace, StageMap, phase_span
 from tracer.analysis.weights import FULL, trace_weight
 from tracer.spans.model import Span
@@ -106,6 +107,8 @@ class Ticket(NamedTuple):
     settled: bool
     #: what the trace stands for and whether that is known (weights.trace_weight)
     weight: tuple[float, bool]
+    #: the P/D coordinator's own time to first token (phases.coordinator_ttft_ns)
+    coordinator_ttft: int | None
 
 
 #: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
@@ -157,6 +160,7 @@ class ShapeBatcher:
         shape.has.extend(ticket.has)
         shape.tokens.append(ticket.tokens)
         shape.weights.append(ticket.weight)
+        shape.coordinator_ttfts.append(ticket.coordinator_ttft)
         # Its spans are kept only while the batch may give the trace back (or retime it).
         keep = self.projection is not None or not ticket.settled
         shape.spans.append(spans if keep else None)
@@ -235,7 +239,9 @@ class ShapeBatcher:
             and max(filled) < _LIMIT
             and all(starts[c] >= starts[p] and ends[c] <= ends[p] for p, c in shape.nested)
         )
-        return Ticket(shape, times, has, tokens, settled, weight)
+        c = shape.coordinator
+        coordinator = None if c < 0 else coordinator_ttft_ns(spans[c])
+        return Ticket(shape, times, has, tokens, settled, weight, coordinator)
 
     def flush(self) -> None:
         """Attribute every queued trace."""
@@ -291,7 +297,7 @@ class ShapeBatcher:
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
         """Attribute the traces ``which`` of a batch the scalar way (their spans were
         kept: :attr:`Ticket.settled`)."""
-        ids, seqs, last_ends, splits, _, spans, _ = rows
+        ids, seqs, last_ends, splits, _, spans, _, _ = rows
         for r in which.tolist():
             kept = spans[r]
             if kept is None:
@@ -304,10 +310,10 @@ class ShapeBatcher:
         self._queued -= b
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
         tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
-        weights = shape.weights
+        weights, coordinator = shape.weights, shape.coordinator_ttfts
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
         shape.tokens, shape.spans, shape.times, shape.has = [], [], bytearray(), bytearray()
-        shape.weights = []
+        shape.weights, shape.coordinator_ttfts = [], []
         # Each trace's row: its starts, then its ends, then its marks.
         at = np.frombuffer(times, np.int64).reshape(b, 3, n)
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
@@ -315,7 +321,16 @@ class ShapeBatcher:
         # Past 2**62 a sum or difference could leave int64: those traces go below.
         # (Not np.abs: it leaves -2**63 negative.)
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
-        rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans, weights)
+        rows: tuple[list, ...] = (
+            ids,
+            seqs,
+            last_ends,
+            splits,
+            tokens,
+            spans,
+            weights,
+            coordinator,
+        )
         if wide.any():
             self._give_back(rows, np.nonzero(wide)[0])
             rest = np.nonzero(~wide)[0]
@@ -333,7 +348,7 @@ class ShapeBatcher:
                 return
             start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
             rows = _pick(rows, keep)
-        ids, seqs, last_ends, splits, tokens, spans, weights = rows
+        ids, seqs, last_ends, splits, tokens, spans, weights, coordinator = rows
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -400,6 +415,7 @@ class ShapeBatcher:
             hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
             projected=projected,
             weights=weights,
+            coordinator_ttft=coordinator,
         )
 
     @staticmethod

@@ -18,7 +18,8 @@ decisions read, not written beside them:
 - an attribute's presence is in the key; its value is in the key when a decision read
   it, unless the batch reads it per trace through the same function the scalar path
   calls (token counts, :data:`~tracer.analysis.breakdown.TOKEN_KEYS`; engine phases,
-  :data:`~tracer.analysis.phases.PHASE_KEYS`).
+  :data:`~tracer.analysis.phases.PHASE_KEYS`; a P/D coordinator's own time to first
+  token, :data:`~tracer.analysis.phases.COORDINATOR_KEYS`).
 
 A trace of the same key makes the same decisions: the scalar path is deterministic,
 and it read nothing else that could send it another way. The times that steer it are
@@ -43,7 +44,7 @@ from tracer.analysis.breakdown import (
     token_carriers,
     token_plan,
 )
-from tracer.analysis.phases import PHASE_KEYS, engine_intervals
+from tracer.analysis.phases import COORDINATOR_KEYS, PHASE_KEYS, engine_intervals
 from tracer.analysis.prepare import StageMap, prepare
 from tracer.analysis.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
@@ -81,7 +82,7 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
     "trace_state": "weight",
 }
 #: The attributes whose values the batch reads per trace, as the scalar path does.
-PER_TRACE = TOKEN_KEYS | PHASE_KEYS
+PER_TRACE = TOKEN_KEYS | PHASE_KEYS | COORDINATOR_KEYS
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 #: Children of one span taken: the batch walk compares every pair of siblings (a
@@ -131,6 +132,8 @@ class Shape:
     pack: Callable[..., bytes]
     #: the root carries a sampler's attribute (the attribute keys are in the key)
     sampled: bool = False
+    #: the P/D coordinator span whose own time to first token is read per trace, or -1
+    coordinator: int = -1
     ids: list[str] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
@@ -144,6 +147,8 @@ class Shape:
     spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
     #: per trace: what it stands for and whether that is known (weights.trace_weight)
     weights: list[tuple[float, bool]] = field(default_factory=list)
+    #: per trace: the coordinator's own time to first token (phases.coordinator_ttft_ns)
+    coordinator_ttfts: list[int | None] = field(default_factory=list)
 
 
 @dataclass
@@ -267,8 +272,6 @@ def learn(
     trace = prepare(trace_id, reading, issues, stage_map)
     if trace is None or len(trace.order) - trace.synthetic != len(spans):
         return SCALAR  # a cycle: decided by the shape
-    if trace.coordinator >= 0:
-        return SCALAR  # a P/D coordinator's own time to first token: read per trace
     if issues.any:
         return None  # clock skew in this trace: times, not the shape
     break_down(trace, group_by)  # what the row's decisions read, too
@@ -341,6 +344,7 @@ def learn(
         blocking=trace.blocking,
         pack=struct.Struct(f"{3 * n}q").pack,
         sampled=not SAMPLING_KEYS.isdisjoint(spans[root].attributes),
+        coordinator=trace.coordinator,
         nested=[
             (p, c)
             for p, remote, _, exempt in edges
