@@ -17,6 +17,7 @@ which gives the same spans or says why not. So the two paths agree span for span
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, itemgetter, le
 from typing import Annotated, Any
@@ -247,22 +248,31 @@ def _span_attributes(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
     Each key-value pair is looked up by its own JSON text first (:data:`_SEEN_PAIRS`):
     a list seen for the first time mostly repeats pairs seen before (its stage, model,
     operation) next to one or two of its own (a response id, a latency)."""
-    texts = list(map(bytes, _decode_raw_list(text)))
-    pairs = list(map(_SEEN_PAIRS.get, texts))
-    if None in pairs:
-        for i, pair_text in enumerate(texts):
-            if pairs[i] is None:
-                pairs[i] = pair = _pair(pair_text)
-                if len(pair_text) <= _PAIR_BYTES:
-                    if len(_SEEN_PAIRS) >= _SEEN_MAX:
-                        _SEEN_PAIRS.clear()
-                    _SEEN_PAIRS[pair_text] = pair
-    attributes = dict(pairs)  # type: ignore[arg-type]
+    pairs = _remembered(list(map(bytes, _decode_raw_list(text))), _SEEN_PAIRS, _pair, _PAIR_BYTES)
+    attributes = dict(pairs)
     stage = attributes.get(attrs.STAGE)
     if stage is not None:
         stage = _intern(stage) if type(stage) is str else str(stage)
     ttfc, ttft = _MARK_ATTRIBUTES
     return attributes, stage, ttfc in attributes or ttft in attributes
+
+
+def _remembered(
+    texts: list[bytes], memo: dict[bytes, Any], decode: Callable[[bytes], Any], longest: int
+) -> list[Any]:
+    """What ``decode`` makes of each text, from ``memo`` where it was seen before; new
+    texts up to ``longest`` bytes are remembered (the memo is emptied when it holds
+    :data:`_SEEN_MAX`)."""
+    found: list[Any] = list(map(memo.get, texts))
+    if None in found:
+        for i, text in enumerate(texts):
+            if found[i] is None:
+                found[i] = value = decode(text)
+                if len(text) <= longest:
+                    if len(memo) >= _SEEN_MAX:
+                        memo.clear()
+                    memo[text] = value
+    return found
 
 
 def _pair(text: bytes) -> tuple[str, Any]:
@@ -350,15 +360,8 @@ def _scope(
     if not _KINDS.issuperset(kinds):
         kinds = [k if type(k) is int and 0 <= k <= 5 else kind_from_name(k) for k in kinds]
     texts = list(map(bytes, map(_RAW_ATTRIBUTES, raws)))
-    seen: list[Any] = list(map(_SEEN_ATTRIBUTES.get, texts))  # (attributes, stage, mark)
-    if None in seen:
-        for i, text in enumerate(texts):
-            if seen[i] is None:
-                seen[i] = found = _span_attributes(text)
-                if len(text) <= _SEEN_BYTES:
-                    if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
-                        _SEEN_ATTRIBUTES.clear()
-                    _SEEN_ATTRIBUTES[text] = found
+    # (attributes, stage, names a mark) of each span
+    seen = _remembered(texts, _SEEN_ATTRIBUTES, _span_attributes, _SEEN_BYTES)
     # Spans without events whose attributes name no mark share their decoded attributes
     # (the analysis reads a span's attributes and never writes them).
     attributes = list(map(_SHARED, seen))
