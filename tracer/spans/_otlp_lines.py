@@ -362,9 +362,8 @@ def _scope(
     texts = list(map(bytes, map(_RAW_ATTRIBUTES, raws)))
     # (attributes, stage, names a mark) of each span
     seen = _remembered(texts, _SEEN_ATTRIBUTES, _span_attributes, _SEEN_BYTES)
-    # Spans without events whose attributes name no mark share their decoded attributes
-    # (the analysis reads a span's attributes and never writes them).
-    attributes = list(map(_SHARED, seen))
+    # Each span its own dict, as the general path gives it (a caller may change one).
+    attributes = list(map(dict.copy, map(_SHARED, seen)))
     stages = list(map(_STAGE, seen))
     firsts: list[int | None] = [None] * n
     events = list(map(_RAW_EVENTS, raws))
@@ -425,8 +424,8 @@ def _marks(
     start_ns: int, events: list[_Event], general: bool, attributes: list[dict[str, Any]], i: int
 ) -> int | None | bool:
     """The first-token mark of span ``i`` from its events (and, when they or its
-    attributes call for the general path's rules, from those, on a copy of its
-    attributes that takes the phase events); False: the line takes the general path."""
+    attributes call for the general path's rules, from those; its own attributes take
+    the phase events); False: the line takes the general path."""
     lax = _LAX_INT
     first = None
     for e in events:
@@ -444,9 +443,8 @@ def _marks(
             general = True  # copied into the attributes there
         elif name in _DETAIL_EVENTS:
             return False  # its attributes: the general path reads them
-    if general:
-        attributes[i] = own = attributes[i].copy()
-        first = _first_token(start_ns, events, own)
+    if general:  # the phase events go into the span's own attributes
+        first = _first_token(start_ns, events, attributes[i])
     if first is not None and not 0 < first < TIME_LIMIT_NS:
         return False
     return first
