@@ -12,18 +12,9 @@ from tests.analysis.standins import JaegerStandIn, TempoStandIn, recent_traces
 from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
 from tracer._errors import SourceError
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load
-from tracer.analysis.loaders.sources import (
-    Folder,
-    JaegerQuery,
-    OtlpLines,
-    Pipe,
-    Several,
-    SpanStoreFile,
-    Stdin,
-    TempoQuery,
-    TraceFile,
-    open_source,
-)
+from tracer.analysis.loaders.backends import JaegerQuery, TempoQuery
+from tracer.analysis.loaders.local import OtlpLines, Pipe, SpanStoreFile, Stdin, TraceFile
+from tracer.analysis.loaders.sources import Folder, Several, open_source
 from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import to_jaeger_json, to_otlp_json

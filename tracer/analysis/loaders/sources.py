@@ -1,11 +1,12 @@
-"""Every kind of trace source behind one interface, :class:`Source`, picked in one place.
+"""Every kind of trace source behind one interface, picked in one place.
 
 :func:`open_source` looks at what the user gave (``-``, a URL, a folder, a pipe, a
-span store, a file) and returns one :class:`Source` for all of it; the loader
-(:func:`~tracer.analysis.load`), the analysis (:func:`~tracer.analysis.analyze_sources`)
-and the exemplar traces of a report (:func:`~tracer.analysis.exemplar_traces`) all
-start there. Each kind recognises itself (:meth:`Source.recognise`, tried in the order
-of :data:`KINDS`) and can:
+span store, a file) and returns one :class:`~tracer.analysis.loaders.source.Source`
+for all of it; the loader (:func:`~tracer.analysis.load`), the analysis
+(:func:`~tracer.analysis.analyze_sources`) and the exemplar traces of a report
+(:func:`~tracer.analysis.exemplar_traces`) all start there. Each kind recognises what
+it reads (``recognise``, tried in the order of :data:`KINDS`) and opens it (``open``);
+an opened source can:
 
 - ``load``: add its spans to a :class:`TraceSet` (the loaders of this package);
 - ``stream``: analyse itself without keeping its spans, when it can (OTLP JSON-lines
@@ -13,171 +14,36 @@ of :data:`KINDS`) and can:
   ``tracer/analysis/execution/``), or say it cannot (None: it is loaded instead);
 - ``reread``: the spans of a few traces again, after a stream (a report's exemplars).
 
-A file's kind is told from its content, never its name; what a URL is, by asking it
-(or ``--backend``), once, when it is opened.
+The kinds: :mod:`.local` (OTLP JSON-lines files, other trace files, the span store,
+standard input, pipes), :mod:`.backends` (Jaeger and Tempo URLs), and here the two
+made of others (a folder, several sources of different kinds). A file's kind is told
+from its content, never its name; what a URL is, by asking it (or ``--backend``),
+once, when it is opened. Anything else is one :class:`SourceError`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
-import sys
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import Protocol
 
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url, shown
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loaders._http import ANSWER_LIMIT, QUIET, Listener, trace_ids_of
-from tracer.analysis.loaders.files import is_otlp_lines, load_file, load_stream
-from tracer.analysis.loaders.store import load_store
-from tracer.analysis.loaders.url import load_url, resolve_backend
+from tracer.analysis.loaders.backends import TraceBackend
+from tracer.analysis.loaders.local import OtlpLines, Pipe, SpanStoreFile, Stdin, TraceFile
+from tracer.analysis.loaders.source import LoadedWhole, Source
 from tracer.analysis.query import Query
 from tracer.analysis.traceset import TraceSet
 
-if TYPE_CHECKING:
-    from tracer.analysis.aggregate import Analysis
-
-__all__ = [
-    "KINDS",
-    "Folder",
-    "JaegerQuery",
-    "OtlpLines",
-    "Pipe",
-    "Several",
-    "Source",
-    "SpanStoreFile",
-    "Stdin",
-    "TempoQuery",
-    "TraceBackend",
-    "TraceFile",
-    "gather",
-    "open_source",
-    "reading",
-]
-
-#: ``progress(phase, done, total)``, as :data:`tracer.analysis.execution.pipeline.Progress`.
-Progress = Callable[[str, int, int], None]
-#: Where a streamed trace was: trace id -> (``seq``, ``last_end``) of its table row.
-Places = dict[str, tuple[int, int]]
+__all__ = ["KINDS", "Folder", "Several", "gather", "open_source", "reading"]
 
 _TRACE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".db", ".sqlite")
 
 
-class Source(Protocol):
-    """One kind of trace source, opened."""
-
-    #: What messages call it.
-    label: str
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        """Add the spans of this source to ``into`` (only the traces ``ids`` when
-        given, where the source can be asked for them; the caller keeps those)."""
-
-    def stream(self, query: Query, progress: Progress | None, hear: Listener) -> Analysis | None:
-        """The analysis of this source without keeping its spans, or None when this
-        source (or this query) is not streamed: then it is loaded."""
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        """The spans of the traces at ``places``, which :meth:`stream` attributed."""
-
-
-class _Loaded:
-    """A source that is only ever loaded whole: it does not stream, and a few of its
-    traces are read again by loading it and keeping them."""
-
-    label: str
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        raise NotImplementedError
-
-    def stream(self, query: Query, progress: Progress | None, hear: Listener) -> Analysis | None:
-        return None
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        found = TraceSet()
-        self.load(found, query, list(places), QUIET)
-        found.attach_events()
-        return found.subset(places)
-
-
-class Stdin(_Loaded):
-    """``-``: trace JSON on standard input (read once)."""
-
-    label = "standard input"
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        return text == "-"
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        return cls()
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        load_stream(sys.stdin.buffer, into, self.label)
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        raise SourceError("standard input cannot be read again for the exemplar traces")
-
-
-class TraceBackend:
-    """An http(s) URL: asked (unless ``--backend`` says) whether it is Jaeger or Tempo."""
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        return is_url(text)
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        kind = resolve_backend(text, query.backend, hear)
-        return TempoQuery(text) if kind == "tempo" else JaegerQuery(text)
-
-
-class _Backend(_Loaded):
-    kind: ClassVar[str]
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.label = shown(url)
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        load_url(
-            self.url,
-            into,
-            backend=self.kind,
-            service=query.service,
-            operation=query.operation,
-            query=query.traceql,
-            lookback_s=query.lookback_s,
-            limit=query.limit,
-            trace_ids=ids,
-            listener=hear,
-        )
-
-
-class JaegerQuery(_Backend):
-    """Jaeger's query API (``http://host:16686``): searched and read in this process."""
-
-    kind = "jaeger"
-
-
-class TempoQuery(_Backend):
-    """Grafana Tempo's query API (``http://host:3200``); on Dask, searched here and
-    fetched and attributed on the workers."""
-
-    kind = "tempo"
-
-    def stream(self, query: Query, progress: Progress | None, hear: Listener) -> Analysis | None:
-        if query.engine != "dask" or query.keep_traces:
-            return None
-        from tracer.analysis.execution import dask_engine
-
-        return dask_engine.analyze_tempo(self.url, query, progress)
-
-
-class Folder(_Loaded):
+class Folder(LoadedWhole):
     """A folder: every ``.json``, ``.jsonl``, ``.ndjson``, ``.db`` and ``.sqlite`` file
     under it, each opened as its own kind; one that cannot be read is skipped and
     counted, not fatal."""
@@ -206,145 +72,7 @@ class Folder(_Loaded):
                 into.warnings.skip(f"{f}: skipped: {exc}", 0)
 
 
-class Pipe(_Loaded):
-    """A path that is not a regular file (``<(cat f)``, ``/dev/stdin``): read once."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.label = path, str(path)
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        path = Path(text).expanduser()
-        return path.exists() and not path.is_file()
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        return cls(Path(text).expanduser())
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        from collector.store import STORE_HEADER
-
-        data = self.path.read_bytes()
-        if data.startswith(STORE_HEADER):
-            raise SourceError(f"{self.label!r} is a span store: give its path, not a pipe")
-        load_stream(io.BytesIO(data), into, self.label)
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        raise SourceError(f"{self.label!r} is a pipe: it cannot be read again")
-
-
-class SpanStoreFile:
-    """The SQLite span store of ``hoptrace collect``: streamed in trace-id order (one
-    process, or trace-id ranges on Dask); traces read again by id."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.label = path, str(path)
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        from collector.store import is_store_file
-
-        path = Path(text).expanduser()
-        return path.is_file() and is_store_file(path)
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        return cls(Path(text).expanduser())
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        load_store(self.path, into, query.since_ns)
-
-    def stream(self, query: Query, progress: Progress | None, hear: Listener) -> Analysis | None:
-        from tracer.analysis.execution.parallel import workers as worker_count
-
-        if not query.streams:
-            return None
-        worker_count(query.workers)  # a bad setting is an error on every path
-        if query.engine == "dask":
-            from tracer.analysis.execution import dask_engine
-
-            return dask_engine.analyze_store(self.path, query, progress)
-        from tracer.analysis.execution.bigfile import analyze_store
-
-        return analyze_store(self.path, query)
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        from collector.store import SpanStore
-
-        found = TraceSet()
-        with SpanStore(str(self.path), read_only=True) as store:
-            found.add(store.spans_of(places))
-        return found
-
-
-class OtlpLines:
-    """OTLP JSON-lines files (what a Collector's file exporter writes), read as one
-    input in order: streamed in bounded memory, on every core for 64 MB or more, or as
-    Dask tasks; a trace is read again from the lines it was on."""
-
-    def __init__(self, paths: Sequence[Path]) -> None:
-        self.paths = list(paths)
-        self.label = ", ".join(map(str, self.paths))
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        path = Path(text).expanduser()
-        return path.is_file() and is_otlp_lines(path)
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        return cls([Path(text).expanduser()])
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        for path in self.paths:
-            load_file(path, into)
-
-    def stream(self, query: Query, progress: Progress | None, hear: Listener) -> Analysis | None:
-        from tracer.analysis.execution.bigfile import analyze_files, eligible
-        from tracer.analysis.execution.parallel import workers as worker_count
-
-        if not query.streams:
-            return None
-        if query.engine == "dask":
-            from tracer.analysis.execution import dask_engine
-
-            return dask_engine.analyze_files(self.paths, query, progress)
-        count = worker_count(query.workers)
-        if count > 1 and not eligible(self.paths):
-            count = 1  # small: forking costs more than it saves
-        return analyze_files(self.paths, query.but(workers=count), progress)
-
-    def reread(self, places: Places, query: Query) -> TraceSet:
-        from tracer.analysis.execution.stream import read_traces
-
-        try:
-            return read_traces([str(p) for p in self.paths], places)
-        except OSError as exc:
-            raise SourceError(
-                f"cannot read {exc.filename!r} again for the exemplar traces: {exc.strerror}"
-            ) from None
-
-
-class TraceFile(_Loaded):
-    """Any other file: one JSON document (OTLP, Jaeger v1 or api/v3, a Tempo trace),
-    or lines that are not OTLP; told from its content as it is loaded."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.label = path, str(path)
-
-    @staticmethod
-    def recognise(text: str) -> bool:
-        return Path(text).expanduser().is_file()
-
-    @classmethod
-    def open(cls, text: str, query: Query, hear: Listener) -> Source:
-        return cls(Path(text).expanduser())
-
-    def load(self, into: TraceSet, query: Query, ids: list[str] | None, hear: Listener) -> None:
-        load_file(self.path, into)
-
-
-class Several(_Loaded):
+class Several(LoadedWhole):
     """Sources of different kinds given together: loaded one after the other."""
 
     def __init__(self, parts: Sequence[Source]) -> None:
