@@ -17,7 +17,9 @@ which gives the same spans or says why not. So the two paths agree span for span
 from __future__ import annotations
 
 import sys
-from operator import attrgetter
+from collections.abc import Callable
+from itertools import repeat
+from operator import attrgetter, itemgetter, le
 from typing import Annotated, Any
 
 import msgspec
@@ -128,10 +130,17 @@ class _Request(msgspec.Struct, gc=False):
 
 
 _RAW_ID, _RAW_PARENT = attrgetter("spanId"), attrgetter("parentSpanId")
+_RAW_TRACE, _RAW_NAME, _RAW_KIND = attrgetter("traceId"), attrgetter("name"), attrgetter("kind")
+_RAW_START, _RAW_END = attrgetter("startTimeUnixNano"), attrgetter("endTimeUnixNano")
+_RAW_ATTRIBUTES, _RAW_EVENTS = attrgetter("attributes"), attrgetter("events")
+_RAW_STATUS, _RAW_STATE = attrgetter("status"), attrgetter("traceState")
+_SHARED, _STAGE = itemgetter(0), itemgetter(1)
+_KINDS = frozenset(range(6))
 
 # strict=False: OTLP JSON writes 64-bit integers (times, intValue) as decimal strings.
 _decode = msgspec.json.Decoder(_Request, strict=False).decode
-_decode_attributes = msgspec.json.Decoder(list[_KeyValue], strict=False).decode
+_decode_raw_list = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_decode_pair = msgspec.json.Decoder(_KeyValue, strict=False).decode
 #: Attribute lists seen (their JSON text) and what they decode to: most spans of a
 #: service repeat a few lists (their stage, operation, model), which are then not
 #: decoded again. Cleared when full.
@@ -140,6 +149,10 @@ _SEEN_MAX = 4096
 #: Longer texts (prompts, completions) are decoded each time, so the memo holds at most
 #: _SEEN_MAX x _SEEN_BYTES (8 MiB) of them.
 _SEEN_BYTES = 2048
+#: Key-value pairs seen (their JSON text) and their (key, value), for the lists not
+#: seen whole: at most _SEEN_MAX x _PAIR_BYTES (2 MiB) of text.
+_SEEN_PAIRS: dict[bytes, tuple[str, Any]] = {}
+_PAIR_BYTES = 512
 
 
 def _big(raw: Any) -> bool:
@@ -230,25 +243,47 @@ def _attributes(items: list[_KeyValue]) -> dict[str, Any]:
 
 def _span_attributes(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
     """A span's attributes from their JSON text, its own stage, and whether it names
-    a first-token mark (then the general path's first-token rules apply)."""
-    attributes: dict[str, Any] = {}
-    for kv in _decode_attributes(text):
-        v = kv.value
-        if type(v) is _Value:
-            string = v.stringValue
-            if type(string) is str:
-                attributes[_intern(kv.key)] = string
-                continue
-        attributes[_intern(kv.key)] = _value(v)
+    a first-token mark (then the general path's first-token rules apply).
+
+    Each key-value pair is looked up by its own JSON text first (:data:`_SEEN_PAIRS`):
+    a list seen for the first time mostly repeats pairs seen before (its stage, model,
+    operation) next to one or two of its own (a response id, a latency)."""
+    pairs = _remembered(list(map(bytes, _decode_raw_list(text))), _SEEN_PAIRS, _pair, _PAIR_BYTES)
+    attributes = dict(pairs)
     stage = attributes.get(attrs.STAGE)
     if stage is not None:
         stage = _intern(stage) if type(stage) is str else str(stage)
-    if not NUMERIC_KEYS.isdisjoint(attributes) and any(
-        attribute_problem(k, attributes[k]) for k in NUMERIC_KEYS.intersection(attributes)
-    ):
-        raise _StepAside  # the general path drops the value and says so
     ttfc, ttft = _MARK_ATTRIBUTES
     return attributes, stage, ttfc in attributes or ttft in attributes
+
+
+def _remembered(
+    texts: list[bytes], memo: dict[bytes, Any], decode: Callable[[bytes], Any], longest: int
+) -> list[Any]:
+    """What ``decode`` makes of each text, from ``memo`` where it was seen before; new
+    texts up to ``longest`` bytes are remembered (the memo is emptied when it holds
+    :data:`_SEEN_MAX`)."""
+    found: list[Any] = list(map(memo.get, texts))
+    if None in found:
+        for i, text in enumerate(texts):
+            if found[i] is None:
+                found[i] = value = decode(text)
+                if len(text) <= longest:
+                    if len(memo) >= _SEEN_MAX:
+                        memo.clear()
+                    memo[text] = value
+    return found
+
+
+def _pair(text: bytes) -> tuple[str, Any]:
+    """One attribute's key and value from its JSON text; a number the analysis cannot
+    use sends the line to the general path (which drops the value and says so)."""
+    kv = _decode_pair(text)
+    key, v = _intern(kv.key), kv.value
+    value = v.stringValue if type(v) is _Value and type(v.stringValue) is str else _value(v)
+    if key in NUMERIC_KEYS and attribute_problem(key, value):
+        raise _StepAside
+    return key, value
 
 
 def _first_token(start_ns: int, events: list[_Event], attributes: dict[str, Any]) -> int | None:
@@ -271,103 +306,147 @@ def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
 
 
 def _traces(request: _Request) -> dict[str, list[Span]] | None:
+    """The spans of a decoded line by trace id, a scope's spans a column at a time:
+    each field of every span is taken, checked and converted by C-level ``map`` calls
+    over the scope (one per field, not one Python step per span and field); only spans
+    with events, and attribute lists not seen before, take a step of their own."""
     out: dict[str, list[Span]] = {}
-    bucket: list[Span] = []
-    lax, limit = _LAX_INT, TIME_LIMIT_NS
-    mark_events, phase_events = _MARK_EVENTS, _PHASE_EVENTS
-    zeros16, zeros32 = _ZEROS[16], _ZEROS[32]
-    intern = _intern
-    good: set[str] = set()  # trace ids that passed the checks
-    current = None  # the trace of the last span (spans of a trace come in runs)
+    canonical: dict[str, str] = {}  # one string per trace id, for all its spans
     for rs in request.resourceSpans:
         service = "unknown_service"
         if rs.resource is not None and rs.resource.attributes:
             name = _attributes(rs.resource.attributes).get(attrs.SERVICE_NAME)
             if name:
-                service = intern(str(name))
+                service = _intern(str(name))
         for scope in rs.scopeSpans or rs.instrumentationLibrarySpans:
             raws = scope.spans
-            if not raws:
-                continue
-            # The general path's id checks, for the whole scope at once (see _ids_ok).
-            ids = list(map(_RAW_ID, raws))
-            parents = list(map(_RAW_PARENT, raws))
-            if not _ids_ok(ids, 16, zeros16):
+            if raws and not _scope(raws, service, out, canonical):
                 return None
-            present = list(filter(None, parents))
-            if present and not _ids_ok(present, 16, zeros16):
-                return None
-            for raw, span_id, parent in zip(raws, ids, parents, strict=True):
-                # The general path's other checks, inline; what fails them it reads
-                # itself (and normalises or skips with a reason).
-                trace_id = raw.traceId
-                if trace_id != current:
-                    if trace_id not in good:
-                        if not (
-                            len(trace_id) == 32
-                            and (trace_id.islower() or trace_id.isdigit())
-                            and trace_id != zeros32
-                        ):
-                            return None
-                        good.add(trace_id)
-                        out[trace_id] = []
-                    current, bucket = trace_id, out[trace_id]
-                start_ns = raw.startTimeUnixNano
-                end_ns = raw.endTimeUnixNano
-                if not lax < start_ns <= end_ns < limit:
-                    return None
-                kind = raw.kind
-                if type(kind) is not int or kind < 0 or kind > 5:
-                    kind = kind_from_name(kind)
-                text = bytes(raw.attributes)
-                seen = _SEEN_ATTRIBUTES.get(text)
-                if seen is None:
-                    seen = _span_attributes(text)
-                    if len(text) <= _SEEN_BYTES:
-                        if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
-                            _SEEN_ATTRIBUTES.clear()
-                        _SEEN_ATTRIBUTES[text] = seen
-                shared, stage, general = seen
-                attributes = shared.copy()  # each span its own dict, as the general path
-                first = None
-                events = raw.events
-                if events:
-                    for e in events:
-                        name = e.name
-                        if name in mark_events:
-                            t = e.timeUnixNano
-                            if t <= lax and t and -lax <= t:
-                                return None  # perhaps a lax "5.0" (see _LAX_INT)
-                            if t and (first is None or t < first):
-                                first = t
-                        elif name in phase_events:
-                            t = e.timeUnixNano
-                            if t <= lax and t and -lax <= t:
-                                return None
-                            general = True  # copied into the attributes there
-                        elif name in _DETAIL_EVENTS:
-                            return None  # its attributes: the general path reads them
-                if general:
-                    first = _first_token(start_ns, events, attributes)
-                if first is not None and not 0 < first < limit:
-                    return None
-                status = raw.status
-                code = 0 if status is None else status.code
-                bucket.append(
-                    Span(
-                        current,  # one string for the trace's spans (the others die now)
-                        span_id,
-                        parent or None,
-                        service,
-                        intern(raw.name),
-                        kind,  # type: ignore[arg-type]
-                        start_ns,
-                        end_ns,
-                        stage,
-                        code if type(code) is int else _status_code(code),
-                        first,
-                        attributes,
-                        raw.traceState or None,
-                    )
-                )
     return out
+
+
+def _scope(
+    raws: list[_Span], service: str, out: dict[str, list[Span]], canonical: dict[str, str]
+) -> bool:
+    """Add a scope's spans to ``out``; False: the line must take the general path.
+
+    The general path's checks, on columns (what fails them it reads itself, and
+    normalises or skips with a reason): ids (see :func:`_ids_ok`), trace ids, times
+    inside ``_LAX_INT``..``TIME_LIMIT_NS`` with start <= end, marks inside the limit."""
+    n = len(raws)
+    ids = list(map(_RAW_ID, raws))
+    parents = list(map(_RAW_PARENT, raws))
+    if not _ids_ok(ids, 16, _ZEROS[16]):
+        return False
+    present = list(filter(None, parents))
+    if present and not _ids_ok(present, 16, _ZEROS[16]):
+        return False
+    if len(present) != n:
+        parents = [p or None for p in parents]
+    trace_ids = list(map(_RAW_TRACE, raws))
+    for trace_id in set(trace_ids).difference(canonical):
+        if not (
+            len(trace_id) == 32
+            and (trace_id.islower() or trace_id.isdigit())
+            and trace_id != _ZEROS[32]
+        ):
+            return False
+    trace_ids = list(map(canonical.setdefault, trace_ids, trace_ids))
+    starts = list(map(_RAW_START, raws))
+    ends = list(map(_RAW_END, raws))
+    if not (_LAX_INT < min(starts) and max(ends) < TIME_LIMIT_NS and all(map(le, starts, ends))):
+        return False
+    kinds = list(map(_RAW_KIND, raws))
+    if not _KINDS.issuperset(kinds):
+        kinds = [k if type(k) is int and 0 <= k <= 5 else kind_from_name(k) for k in kinds]
+    texts = list(map(bytes, map(_RAW_ATTRIBUTES, raws)))
+    # (attributes, stage, names a mark) of each span
+    seen = _remembered(texts, _SEEN_ATTRIBUTES, _span_attributes, _SEEN_BYTES)
+    # Spans without events whose attributes name no mark share their decoded attributes
+    # (the analysis reads a span's attributes and never writes them).
+    attributes = list(map(_SHARED, seen))
+    stages = list(map(_STAGE, seen))
+    firsts: list[int | None] = [None] * n
+    events = list(map(_RAW_EVENTS, raws))
+    lax, limit, marks = _LAX_INT, TIME_LIMIT_NS, _MARK_EVENTS
+    for i in [i for i, (e, s) in enumerate(zip(events, seen, strict=True)) if e or s[2]]:
+        if len(events[i]) == 1 and not seen[i][2]:  # one event, as most spans with one
+            event = events[i][0]
+            if event.name in marks:
+                t = event.timeUnixNano
+                if lax < t < limit:
+                    firsts[i] = t
+                    continue
+            elif event.name not in _WANTED_EVENTS:
+                continue  # an event the analysis does not read
+        first = _marks(starts[i], events[i], seen[i][2], attributes, i)
+        if first is False:
+            return False
+        firsts[i] = first  # type: ignore[assignment]
+    statuses = list(map(_RAW_STATUS, raws))
+    codes: Any = repeat(0)
+    if any(statuses):
+        codes = [0 if st is None else st.code for st in statuses]
+        if not all(type(c) is int for c in codes):
+            codes = [c if type(c) is int else _status_code(c) for c in codes]
+    states = [s or None for s in map(_RAW_STATE, raws)]
+    spans = list(
+        map(
+            Span,
+            trace_ids,
+            ids,
+            parents,
+            repeat(service),
+            map(_intern, map(_RAW_NAME, raws)),
+            kinds,
+            starts,
+            ends,
+            stages,
+            codes,
+            firsts,
+            attributes,
+            states,
+        )
+    )
+    current = None
+    bucket: list[Span] = []
+    for trace_id, span in zip(trace_ids, spans, strict=True):
+        if trace_id is not current:
+            current = trace_id
+            found_bucket = out.get(trace_id)
+            if found_bucket is None:
+                found_bucket = out[trace_id] = []
+            bucket = found_bucket
+        bucket.append(span)
+    return True
+
+
+def _marks(
+    start_ns: int, events: list[_Event], general: bool, attributes: list[dict[str, Any]], i: int
+) -> int | None | bool:
+    """The first-token mark of span ``i`` from its events (and, when they or its
+    attributes call for the general path's rules, from those, on a copy of its
+    attributes that takes the phase events); False: the line takes the general path."""
+    lax = _LAX_INT
+    first = None
+    for e in events:
+        name = e.name
+        if name in _MARK_EVENTS:
+            t = e.timeUnixNano
+            if t <= lax and t and -lax <= t:
+                return False  # perhaps a lax "5.0" (see _LAX_INT)
+            if t and (first is None or t < first):
+                first = t
+        elif name in _PHASE_EVENTS:
+            t = e.timeUnixNano
+            if t <= lax and t and -lax <= t:
+                return False
+            general = True  # copied into the attributes there
+        elif name in _DETAIL_EVENTS:
+            return False  # its attributes: the general path reads them
+    if general:
+        attributes[i] = own = attributes[i].copy()
+        first = _first_token(start_ns, events, own)
+    if first is not None and not 0 < first < TIME_LIMIT_NS:
+        return False
+    return first
