@@ -1,8 +1,11 @@
 """Loaders: turn any trace source into a :class:`TraceSet` (sources: README, Analyze).
 
 A source is a span store file, an OTLP JSON, Jaeger JSON or Tempo JSON file, a folder
-of them, or a Jaeger or Grafana Tempo query URL (docs/sources.md). The format of a
-file is told from its content; what a URL is, by asking it.
+of them, standard input, or a Jaeger or Grafana Tempo query URL (docs/sources.md).
+:func:`~tracer.analysis.loaders.sources.open_source` picks its kind, in one place: a
+file's is told from its content, a URL's by asking it. One module per format
+(``files``, ``store``, ``jaeger_query``, ``tempo``, ``url``); the kinds over them
+(``source``: the interface; ``local``, ``backends``) load, stream and read again.
 """
 
 from __future__ import annotations
