@@ -179,3 +179,23 @@ def test_a_reports_baseline_is_read_the_same_way_without_the_candidates_filters(
     assert (candidate.run, candidate.since_ns is not None) == ("cand", True)
     assert (baseline.run, baseline.since_ns, baseline.group_by) == (None, None, "service")
     assert baseline == candidate.sources_only
+
+
+def test_a_files_query_reaches_the_streamed_path_with_the_worker_count_it_chose(
+    tmp_path, monkeypatch
+):
+    import tracer.analysis.execution.bigfile as bigfile
+    from tests.analysis.standins import recent_traces
+    from tests.helpers import write_otlp_lines
+
+    path = write_otlp_lines(tmp_path / "t.jsonl", recent_traces(12))
+    seen = _captured(monkeypatch, bigfile, "analyze_files")
+    monkeypatch.setenv("HOPTRACE_WORKERS", "2")
+    args = ["whatif", str(path), "--stage", "inference", "--speedup", "4", "--since", "1h"]
+    done = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert done.exit_code == 0, done.output
+    (query,) = seen
+    # A small file is not worth a fork: one worker, the rest of the query as given.
+    assert (query.workers, query.projection.stage, query.projection.speedup) == (1, "inference", 4)
+    assert query.since_ns is not None and query.group_by == "stage"
+    assert orjson.loads(done.stdout)["traces"] == 12
