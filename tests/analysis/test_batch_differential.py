@@ -25,6 +25,7 @@ from tracer._json_export import _value as otlp_value  # the exporter's own encod
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.execution import attribute as attribute_module
 from tracer.analysis.execution.shapes import FIELDS
+from tracer.analysis.query import Query
 from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
 from tracer.spans.model import Span
 
@@ -252,7 +253,7 @@ def _batch(mode: str):
 def _outputs(path: Path) -> list[str]:
     out = []
     for group_by in ("stage", "service"):
-        analysis, _ = analyze_sources([str(path)], group_by=group_by, workers=1)
+        analysis, _ = analyze_sources([str(path)], Query(group_by=group_by, workers=1))
         out.append(dumps(analysis_dict(analysis)))
     traces = load([str(path)])
     out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
