@@ -5,7 +5,8 @@ timings) as OTLP JSON lines (or reuses ``--keep FILE``), then, in interleaved
 repetitions, times (a) ``json.loads`` of every line in this process, (b)
 ``orjson.loads`` of every line, (c) ``hoptrace analyze FILE --format json`` end to
 end as a child process with ``HOPTRACE_WORKERS=1`` (one core) and (d) the same with
-the default worker count (every core). It reports medians and spreads (min-max), the
+the default worker count (every core); and, as the floor under (c), the analyzer's own
+decoder turning every line into spans by trace and nothing more. It reports medians and spreads (min-max), the
 ratios (c)/(a) and (d)/(a) of the medians, and the peak memory of each analysis's
 whole process tree (the sum of the resident sizes of the process and its forked
 workers, sampled every 20 ms from /proc). The targets: serial at most 2x (a) and every core
@@ -44,6 +45,7 @@ from pathlib import Path
 import orjson
 
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.spans._otlp_lines import traces_from_otlp_line
 
 
 def generate(
@@ -224,7 +226,7 @@ class _Case:
 
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {
-            k: [] for k in ("json", "orjson", "serial", "all", "dask")
+            k: [] for k in ("json", "orjson", "decode", "serial", "all", "dask")
         }
         self.cpu: dict[str, list[float]] = {k: [] for k in ("json", "serial", "all", "dask")}
         self.peaks: dict[str, list[float]] = {"serial": [], "all": [], "dask": []}
@@ -238,7 +240,11 @@ class _Case:
         with open(path, "rb") as fh:
             while fh.read(1 << 24):
                 pass
-        for name, loads in (("json", json.loads), ("orjson", orjson.loads)):
+        for name, loads in (
+            ("json", json.loads),
+            ("orjson", orjson.loads),
+            ("decode", traces_from_otlp_line),
+        ):
             start, cpu_start = time.perf_counter(), time.process_time()
             with open(path, "rb") as fh:
                 for line in fh:
@@ -265,6 +271,12 @@ class _Case:
         print(f"repetitions:       {args.repeat}, interleaved; {os.cpu_count()} CPUs")
         print(f"json.loads:        {_spread(times['json'])}")
         print(f"orjson.loads:      {_spread(times['orjson'])}")
+        # The analyzer's own decoder, each line into spans by trace and nothing else: the
+        # floor under the analysis, whatever it does with the spans afterwards.
+        print(
+            f"decoding alone:    {_spread(times['decode'])}; "
+            f"{median['decode'] / median['json']:.2f}x json.loads"
+        )
         targets = (1.5, 1.0) if layout == "collector" else (2.0, 1.2)
         for name, label, target in (
             ("serial", "analyze, 1 worker", targets[0]),

@@ -6,8 +6,9 @@ held in :class:`~collector.pending.PendingTraces` until each trace is ready, the
 attributed a batch at a time by the analyzer's own :class:`~tracer.analysis.execution.attribute.
 Attributor` (critical path per stage, end-to-end, TTFT, tokens, model), so the live
 figures and ``hoptrace analyze`` of the same store agree. Each trace is recorded into
-every sink (Prometheus, OTLP, the last-minute window of ``hoptrace top``) under its
-labels: the root's service, its ``hoptrace.run``, its model and its ``http.route``
+every sink (Prometheus, OTLP, the last-minute window of ``hoptrace top``) with its
+weight (what a sampled trace stands for, :mod:`tracer.analysis.weights`; 1 for full
+data) under its labels: the root's service, its ``hoptrace.run``, its model and its ``http.route``
 (:data:`collector.metrics.LABELS`, bounded by :class:`~collector.metrics.LabelLimiter`).
 
 Runs in the attribution process (:mod:`collector._live_worker`): it loads numpy and
@@ -47,6 +48,7 @@ class Sink(Protocol):
         stages: dict[str, float],
         tokens: tuple[int, int],
         error: bool,
+        weight: float = 1.0,
     ) -> None: ...
 
 
@@ -144,6 +146,7 @@ class LiveAttribution:
         tout = cols.output_tokens.tolist()
         model = cols.model.tolist()
         service = cols.root_service.tolist()
+        weight = [1.0] * n if cols.weight is None else cols.weight.tolist()
         for i, tid in enumerate(cols.ids.tolist()):
             run, route, error = meta[tid]
             name = strings[model[i]] if model[i] >= 0 else None
@@ -153,5 +156,5 @@ class LiveAttribution:
             ttft_s = ttft[i] / _NS if ttft[i] >= 0 else None
             tokens = (max(tin[i], 0), max(tout[i], 0))
             for sink in self.sinks:
-                sink.record(labels, e2e[i] / _NS, ttft_s, stages[i], tokens, error)
+                sink.record(labels, e2e[i] / _NS, ttft_s, stages[i], tokens, error, weight[i])
         return n

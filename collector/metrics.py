@@ -34,6 +34,7 @@ __all__ = [
     "TRACE_DURATION",
     "TRACE_ERRORS",
     "TRACE_TTFT",
+    "observe",
 ]
 
 #: Histogram bucket bounds (seconds) for end-to-end times and TTFT: requests to models
@@ -186,25 +187,27 @@ class PrometheusInstruments:
         stages: Mapping[str, float],
         tokens: tuple[int, int],
         error: bool,
+        weight: float = 1.0,
     ) -> None:
-        """One attributed trace."""
+        """One attributed trace, counted ``weight`` times (what a sampled trace stands
+        for): every counter and histogram is then an estimate of all the traffic."""
         duration, ttft, errors, by_key = self._of(labels)
-        duration.observe(e2e_s)
+        observe(duration, e2e_s, weight)
         if ttft_s is not None:
-            ttft.observe(ttft_s)
+            observe(ttft, ttft_s, weight)
         for stage, seconds in stages.items():
             child = by_key.get(stage)
             if child is None:
                 child = by_key[stage] = self.stage.labels(*labels, stage)
-            child.inc(seconds)
+            child.inc(seconds * weight)
         for direction, n in zip(_DIRECTIONS, tokens, strict=True):
             if n:
                 child = by_key.get(direction)
                 if child is None:
                     child = by_key[direction] = self.tokens.labels(*labels, direction[1])
-                child.inc(n)
+                child.inc(n * weight)
         if error:  # the series exists from the first trace on, so its rate reads 0, not none
-            errors.inc()
+            errors.inc(weight)
 
     def set_counts(self, counts: Mapping[str, Any]) -> None:
         """The live pipeline's and the receiver's counts (:func:`count_docs` names)."""
@@ -220,6 +223,28 @@ class PrometheusInstruments:
     def render(self) -> bytes:
         """The Prometheus text exposition of everything."""
         return generate_latest(self.registry)
+
+
+def observe(histogram: Any, value: float, weight: float) -> None:
+    """``histogram.observe(value)`` counted ``weight`` times: the sum grows by
+    ``value * weight`` and the value's bucket by ``weight`` (Prometheus histograms hold
+    float counts). ``prometheus_client`` has no weighted observe, so this adds to the
+    child's own sum and bucket counters, as its ``observe`` does; should a release
+    keep them otherwise, the value is observed ``round(weight)`` times (at least once)."""
+    if weight == 1.0:
+        histogram.observe(value)
+        return
+    try:
+        bounds, buckets, total = histogram._upper_bounds, histogram._buckets, histogram._sum
+    except AttributeError:
+        for _ in range(max(1, round(weight))):
+            histogram.observe(value)
+        return
+    total.inc(value * weight)
+    for bound, bucket in zip(bounds, buckets, strict=True):
+        if value <= bound:
+            bucket.inc(weight)
+            break
 
 
 #: Keys of the token counters among a label set's children (a tuple: no stage is one).

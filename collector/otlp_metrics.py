@@ -81,19 +81,25 @@ class OtlpInstruments:
         stages: dict[str, float],
         tokens: tuple[int, int],
         error: bool,
+        weight: float = 1.0,
     ) -> None:
-        """One attributed trace."""
+        """One attributed trace, counted ``weight`` times (what a sampled trace stands
+        for). The OpenTelemetry metrics API records a histogram value once per call, so
+        a sampled trace's values are recorded ``round(weight)`` times (at least once);
+        the counters add ``weight`` times the amount."""
         base = dict(zip(LABELS, labels, strict=True))
-        self.duration.record(e2e_s, base)
-        if ttft_s is not None:
-            self.ttft.record(ttft_s, base)
+        times = max(1, round(weight))
+        for _ in range(times):
+            self.duration.record(e2e_s, base)
+            if ttft_s is not None:
+                self.ttft.record(ttft_s, base)
         for stage, seconds in stages.items():
-            self.stage.add(seconds, {**base, "stage": stage})
+            self.stage.add(seconds * weight, {**base, "stage": stage})
         if tokens[0]:
-            self.tokens.add(tokens[0], {**base, "direction": "input"})
+            self.tokens.add(tokens[0] * weight, {**base, "direction": "input"})
         if tokens[1]:
-            self.tokens.add(tokens[1], {**base, "direction": "output"})
-        self.errors.add(1 if error else 0, base)
+            self.tokens.add(tokens[1] * weight, {**base, "direction": "output"})
+        self.errors.add(weight if error else 0, base)
 
     def close(self) -> None:
         """Export what is recorded and stop."""

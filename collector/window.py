@@ -2,8 +2,10 @@
 ``GET /live`` answers and ``hoptrace top`` shows.
 
 Each attributed trace is kept (its labels, end-to-end time, TTFT, stage times, output
-tokens and whether it failed) for :data:`KEEP_S` seconds, at most :data:`MAX_TRACES`
-of them (the oldest go first), so the window's memory is bounded whatever the rate.
+tokens, whether it failed, and its weight: what a sampled trace stands for) for
+:data:`KEEP_S` seconds, at most :data:`MAX_TRACES` of them (the oldest go first), so
+the window's memory is bounded whatever the rate. The figures are of all the traffic:
+a trace counts ``weight`` times in the shares, percentiles, token rate and error rate.
 """
 
 from __future__ import annotations
@@ -33,16 +35,30 @@ class _Record(NamedTuple):
     stages: dict[str, float]
     output_tokens: int
     error: bool
+    weight: float
 
 
-def _quantile(sorted_values: list[float], q: float) -> float | None:
-    """The ``q`` quantile (linear between closest ranks), None for no values."""
-    if not sorted_values:
+def _quantile(values: list[tuple[float, float]], q: float) -> float | None:
+    """The ``q`` quantile of (value, weight) pairs sorted by value, linear between
+    closest ranks, each value taken ``weight`` times (so with weights of 1, the plain
+    quantile); None for no values."""
+    if not values:
         return None
-    pos = q * (len(sorted_values) - 1)
+    total = sum(w for _, w in values)
+    pos = q * max(total - 1.0, 0.0)
     lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    low, high = _at(values, lo), _at(values, min(lo + 1.0, max(total - 1.0, 0.0)))
+    return low + (high - low) * (pos - lo)
+
+
+def _at(values: list[tuple[float, float]], rank: float) -> float:
+    """The value at ``rank`` (from 0) of the values each repeated ``weight`` times."""
+    seen = 0.0
+    for value, weight in values:
+        seen += weight
+        if rank < seen:
+            return value
+    return values[-1][0]
 
 
 class Window:
@@ -62,15 +78,18 @@ class Window:
         stages: dict[str, float],
         tokens: tuple[int, int],
         error: bool,
+        weight: float = 1.0,
     ) -> None:
         now = self._clock()
-        self._records.append(_Record(now, labels, e2e_s, ttft_s, stages, tokens[1], error))
+        self._records.append(_Record(now, labels, e2e_s, ttft_s, stages, tokens[1], error, weight))
         while self._records and self._records[0].at_s < now - KEEP_S:
             self._records.popleft()
 
     def summary(self, by: str = "route", window_s: float = 60.0) -> dict[str, Any]:
-        """Per value of label ``by`` over the last ``window_s`` seconds: traces, stage
-        shares, P50/P90 end-to-end and TTFT (ms), output tokens/s and the error rate.
+        """Per value of label ``by`` over the last ``window_s`` seconds: traces (and the
+        traces they stand for, ``estimated_traces``), stage shares, P50/P90 end-to-end
+        and TTFT (ms), output tokens/s and the error rate, each trace counted by its
+        weight.
 
         Raises:
             ValueError: ``by`` is not a label, or ``window_s`` is out of 1..KEEP_S.
@@ -88,25 +107,28 @@ class Window:
                 groups.setdefault(record.labels[at], []).append(record)
         rows: list[dict[str, Any]] = []
         for value, records in groups.items():
-            e2e = sorted(r.e2e_s for r in records)
-            ttft = sorted(r.ttft_s for r in records if r.ttft_s is not None)
-            total = sum(e2e)
+            e2e = sorted((r.e2e_s, r.weight) for r in records)
+            ttft = sorted((r.ttft_s, r.weight) for r in records if r.ttft_s is not None)
+            total = sum(v * w for v, w in e2e)
+            weight = sum(r.weight for r in records)
             stages: dict[str, float] = {}
             for r in records:
                 for stage, seconds in r.stages.items():
-                    stages[stage] = stages.get(stage, 0.0) + seconds
+                    stages[stage] = stages.get(stage, 0.0) + seconds * r.weight
             shares = {s: t / total for s, t in stages.items()} if total > 0 else {}
             rows.append(
                 {
                     by: value,
                     "traces": len(records),
+                    "estimated_traces": weight,
                     "shares": dict(sorted(shares.items(), key=lambda kv: -kv[1])),
                     "e2e_p50_ms": _ms(_quantile(e2e, 0.5)),
                     "e2e_p90_ms": _ms(_quantile(e2e, 0.9)),
                     "ttft_p50_ms": _ms(_quantile(ttft, 0.5)),
                     "ttft_p90_ms": _ms(_quantile(ttft, 0.9)),
-                    "output_tokens_per_s": sum(r.output_tokens for r in records) / window_s,
-                    "error_rate": sum(r.error for r in records) / len(records),
+                    "output_tokens_per_s": sum(r.output_tokens * r.weight for r in records)
+                    / window_s,
+                    "error_rate": sum(r.weight for r in records if r.error) / weight,
                 }
             )
         rows.sort(key=lambda row: (-row["traces"], str(row[by])))
@@ -114,6 +136,7 @@ class Window:
             "by": by,
             "window_s": window_s,
             "traces": sum(r["traces"] for r in rows),
+            "estimated_traces": sum(r["estimated_traces"] for r in rows),
             "rows": rows,
         }
 

@@ -3,7 +3,8 @@ a span carries: random traces of a chain with a serving engine, written as a
 Collector's file exporter writes them (one line per service, a trace's parts on
 several lines), where every field of a span varies from trace to trace: status,
 kind, events (first-token and phase events), links, attributes (stage rules, engine
-latencies, token counts, model names, values of every type) and the resource.
+latencies, token counts, model names, a sampler's attributes, values of every type),
+the trace state (a sampler's threshold, other vendors' entries) and the resource.
 
 The key of a batch is derived from what the scalar path's decisions read
 (``tracer/analysis/execution/shapes.py``); this test is the proof that nothing a
@@ -11,6 +12,7 @@ decision reads escapes it."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +25,7 @@ from tracer._json_export import _value as otlp_value  # the exporter's own encod
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.execution import attribute as attribute_module
 from tracer.analysis.execution.shapes import FIELDS
+from tracer.analysis.query import Query
 from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
 from tracer.spans.model import Span
 
@@ -77,7 +80,12 @@ _KEYS = [
     "db.system",
     "rpc.system",
     "messaging.system",
+    "sampling.probability",
+    "SampleRate",
 ]
+#: W3C trace states: OpenTelemetry's sampling thresholds (1/16 and 1/4 kept), a
+#: threshold that is not one, another vendor's entry.
+_TRACE_STATES = ["ot=th:f", "ot=th:c", "ot=th:zz", "vendor=x", "ot=th:c,vendor=x"]
 _VALUES = st.one_of(
     st.sampled_from(["chat", "LLM", "CHAIN", "auth", "inference", "openai", "llama", "x"]),
     st.integers(-5, 5000),
@@ -116,6 +124,10 @@ _CHANGE = st.one_of(
         st.just("drop"),
         st.sampled_from(sorted({k for *_, a in _CHAIN for k in a})),
     ),
+    st.tuples(
+        st.integers(0, len(_CHAIN) - 1), st.just("trace state"), st.sampled_from(_TRACE_STATES)
+    ),
+    st.tuples(st.just(-1), st.just("sampled"), st.sampled_from(_TRACE_STATES[:2])),
     st.tuples(
         st.integers(0, len(_CHAIN) - 1),
         st.just("resource"),
@@ -181,6 +193,11 @@ def _otlp(number: int, changes: list, fractions: list[float]) -> dict[str, list[
             span["attributes"][value[0]] = value[1]
         elif what == "drop":
             span["attributes"].pop(value, None)
+        elif what == "trace state":
+            span["traceState"] = value
+        elif what == "sampled":  # every span of the trace, as a sampler records them
+            for s in spans:
+                s["span"]["traceState"] = value
         else:
             service = spans[i]["service"]
             spans[i]["resource"][value] = service + "-2" if value == "service.name" else "v2"
@@ -236,7 +253,7 @@ def _batch(mode: str):
 def _outputs(path: Path) -> list[str]:
     out = []
     for group_by in ("stage", "service"):
-        analysis, _ = analyze_sources([str(path)], group_by=group_by, workers=1)
+        analysis, _ = analyze_sources([str(path)], Query(group_by=group_by, workers=1))
         out.append(dumps(analysis_dict(analysis)))
     traces = load([str(path)])
     out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
@@ -303,3 +320,57 @@ def test_every_field_of_a_span_is_classified_for_the_batches():
     """A new field of a span must say how the batches treat it (in the key, read per
     trace, ...): else a decision that read it could make the batches drift."""
     assert set(Span.__struct_fields__) == set(FIELDS)
+
+
+def test_sampled_traces_are_batched_with_their_weights(tmp_path):
+    """Traces a sampler kept one in four of (OpenTelemetry's threshold ``th:c`` on every
+    span) are taken by the batches, each row with its weight: the estimate is four
+    traces for every one kept, as on the scalar path; a trace whose spans disagree on
+    the threshold has an unknown weight on both paths."""
+    traces = [
+        (
+            [(-1, "sampled", "ot=th:c")] + ([(4, "trace state", "ot=th:f")] if i == 7 else []),
+            [0.2 + 0.7 * ((i * 37 + k * 11) % 10) / 10 for k in range(len(_CHAIN))],
+        )
+        for i in range(40)
+    ]
+    scalar, batched, taken = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert batched == scalar
+    # one shape, learned from its first traces in each of the three outputs; the rest
+    # are batched, the trace whose spans disagree among them
+    assert taken >= 3 * (40 - 4)
+    sample = orjson.loads(batched[0])["sample"]
+    assert sample["kept_traces"] == 40
+    assert sample["estimated_traces"] == 39 * 4 + 1
+    assert sample["unknown_weight_traces"] == 1
+
+
+def test_a_decision_that_reads_the_trace_state_leaves_its_shape_to_the_scalar_path(
+    tmp_path, monkeypatch
+):
+    """The batches read the trace state only for the weight. Were a stage rule to read
+    it (here: a root whose trace state names a vendor is an error), the shape would be
+    learned as one the batches cannot take, and the answers would still agree."""
+    prepare_module = importlib.import_module("tracer.analysis.prepare")
+    resolve = prepare_module._resolve_stages
+
+    def reading(spans, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        stage, *rest = resolve(spans, *args, **kwargs)
+        stage = [
+            "error" if (s.trace_state or "").startswith("vendor") else st
+            for s, st in zip(spans, stage, strict=False)
+        ] + stage[len(spans) :]
+        return (stage, *rest)
+
+    monkeypatch.setattr(prepare_module, "_resolve_stages", reading)
+    traces = [
+        (
+            [(0, "trace state", "vendor=x" if i % 2 else "ot=th:c")],
+            [0.2 + 0.7 * ((i * 37 + k * 11) % 10) / 10 for k in range(len(_CHAIN))],
+        )
+        for i in range(20)
+    ]
+    scalar, batched, taken = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert batched == scalar
+    assert taken == 0
+    assert "error" in {g["name"] for g in orjson.loads(batched[0])["groups"]}

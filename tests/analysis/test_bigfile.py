@@ -12,9 +12,9 @@ from tests.helpers import hoptrace
 from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
 from tracer.analysis.execution.bigfile import analyze_files, eligible
+from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
-from tracer.analysis.traceset import TraceFilter
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -41,7 +41,7 @@ def _split_file(path: Path, traces: int = 60) -> Path:
 def test_split_traces_are_joined_and_numbers_match_serial(tmp_path, workers):
     path = _split_file(tmp_path / "split.jsonl")
     serial = analyze(load([path]))
-    parallel = analyze_files([path], "stage", None, workers)
+    parallel = analyze_files([path], Query(workers=workers))
     assert parallel.traces == serial.traces == 60
     assert analysis_dict(parallel) == analysis_dict(serial)
     # The bad lines were counted, not lost.
@@ -55,7 +55,7 @@ def test_progress_counts_every_partition_up_to_the_total(tmp_path):
     path = _split_file(tmp_path / "split.jsonl", traces=200)
     calls: list[tuple[str, int, int]] = []
     got = analyze_files(
-        [path], "stage", None, 3, progress=lambda *call: calls.append(call), window=5
+        [path], Query(workers=3, window_spans=5), progress=lambda *call: calls.append(call)
     )
     assert got.traces == 200
     reading = [done for phase, done, _ in calls if phase == "reading"]
@@ -78,19 +78,18 @@ def test_a_failing_worker_is_one_clear_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bigfile, "_partition", partition)
     with pytest.raises(HoptraceError, match="an analysis worker failed: MemoryError: no room"):
-        analyze_files([path], "stage", None, 2)
+        analyze_files([path], Query(workers=2))
 
 
 def test_filters_apply_to_whole_traces(tmp_path):
     path = _split_file(tmp_path / "split.jsonl")
     for kwargs in ({"run": "even"}, {"service": "model"}, {"operation": "nope"}):
-        keep = TraceFilter(**kwargs)
-        traces = load([path], **kwargs)
+        traces = load([path], Query(**kwargs))
         if not traces.traces:
             with pytest.raises(NoUsableDataError, match="no trace"):
-                analyze_files([path], "stage", None, 2, keep)
+                analyze_files([path], Query(workers=2, **kwargs))
             continue
-        assert analysis_dict(analyze_files([path], "stage", None, 2, keep)) == analysis_dict(
+        assert analysis_dict(analyze_files([path], Query(workers=2, **kwargs))) == analysis_dict(
             analyze(traces)
         )
 
@@ -121,7 +120,7 @@ def test_a_file_without_a_suffix_is_streamed_in_bounded_memory(tmp_path, monkeyp
     monkeypatch.setattr(
         bigfile, "analyze_files", lambda *a, **k: streamed.append(1) or real(*a, **k)
     )
-    result, _ = analyze_sources([str(path)], workers=1)
+    result, _ = analyze_sources([str(path)], Query(workers=1))
     assert streamed == [1]
     assert analysis_dict(result) == analysis_dict(analyze(load([path])))
 

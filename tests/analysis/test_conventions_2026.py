@@ -161,8 +161,9 @@ def test_litellm_proxy_spans_are_gateway_auth_guardrail_and_inference(tmp_path):
     assert _stage_of(trace, "batch_write_to_db") == "postprocess"
 
 
-def _llmd(nested: bool) -> dict:
-    """llm-d's P/D tree: gateway -> P/D proxy -> prefill, then decode, each to a vLLM."""
+def _llmd(nested: bool, true_ttft_ms: float = 33.0) -> dict:
+    """llm-d's P/D tree: gateway -> P/D proxy -> prefill, then decode, each to a vLLM;
+    the proxy measured ``true_ttft_ms`` to the first token."""
     gw = span("gateway.request", SERVER, 0, 100)
     orch = span("gateway.request_orchestration", INTERNAL, 0.5, 3.5, gw)
     scorer = span("llm_d.epp.scorer.prefix_cache", INTERNAL, 1, 2, orch)
@@ -173,7 +174,7 @@ def _llmd(nested: bool) -> dict:
             attrs.LLMD_PREFILL_MS: 30.0,
             attrs.LLMD_KV_TRANSFER_MS: 1.5,
             attrs.LLMD_DECODE_MS: 62.0,
-            attrs.LLMD_TRUE_TTFT_MS: 33.0,
+            attrs.LLMD_TRUE_TTFT_MS: true_ttft_ms,
         },
     )  # fmt: skip
     connector = {"llm_d.pd_proxy.connector": "nixlv2"}
@@ -299,14 +300,21 @@ def _vllm_new() -> dict:
 
 def test_the_batches_give_the_scalar_answer_on_every_convention(tmp_path):
     """Thirty traces of each shape: the batched path takes the repeats, and its JSON is
-    the scalar path's (``HOPTRACE_BATCH=off``) byte for byte."""
-    builders = [_genai, _vllm_new, _litellm, lambda: _llmd(True), _sglang, _dynamo]
+    the scalar path's (``HOPTRACE_BATCH=off``) byte for byte. The llm-d coordinator's
+    own time to first token differs from trace to trace (the batches read it per
+    trace)."""
+    builders = [_genai, _vllm_new, _litellm, _llmd, _sglang, _dynamo]
     lines = []
     for b, build in enumerate(builders):
         for k in range(30):
-            lines.append(orjson.dumps(otlp(f"{b + 1:02x}{k + 1:030x}", build())))
+            doc = _llmd(True, 30.0 + k / 4) if build is _llmd else build()
+            lines.append(orjson.dumps(otlp(f"{b + 1:02x}{k + 1:030x}", doc)))
     path = tmp_path / "conventions.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     scalar, batched, taken = _both(path)
     assert batched == scalar
-    assert taken >= 100  # all but the llm-d traces (a coordinator's TTFT) and the first of each
+    # each of the three outputs batches all but the first trace or two of each shape
+    assert taken >= 3 * 6 * (30 - 2)
+    coordinator = orjson.loads(batched[0])["coordinator_ttft_ms"]
+    assert coordinator["n"] == 30
+    assert coordinator["min"] == 30.0 and coordinator["max"] == 37.25

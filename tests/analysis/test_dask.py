@@ -16,8 +16,8 @@ from tracer._errors import ConfigError, SourceError
 from tracer.analysis import analyze, analyze_sources, load, render
 from tracer.analysis.execution import dask_engine as _dask
 from tracer.analysis.execution.bigfile import analyze_files as analyze_locally
+from tracer.analysis.query import Query
 from tracer.analysis.synthetic import SEED_MS, chain_trace
-from tracer.analysis.traceset import TraceFilter
 
 try:
     import distributed
@@ -89,15 +89,12 @@ def scheduler(dask_installed):
 def test_traces_straddling_partitions_are_joined_on_the_workers_like_serial(tmp_path, scheduler):
     path = _shuffled(tmp_path / "shuffled.jsonl")
     whole = analyze(load([path]))
-    serial = analyze_locally([path], "stage", None, 1)
+    serial = analyze_locally([path], Query(workers=1))
     heard = _Heard()
     spread = _dask.analyze_files(
         [path],
-        "stage",
-        None,
+        Query(engine="dask", window_spans=7, scheduler=scheduler),
         progress=heard,
-        window=7,
-        scheduler=scheduler,
         partition_bytes=path.stat().st_size // 9,
     )
     joined = [done for phase, done, _ in heard if phase == "joining"]
@@ -119,21 +116,21 @@ def test_traces_split_across_two_files_and_filters_match_serial(tmp_path, schedu
     second = write_otlp_lines(
         tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
     )
-    for keep in (TraceFilter(), TraceFilter(run="even"), TraceFilter(service="model")):
-        serial = analyze_locally([first, second], group_by, None, 1, keep)
+    for keep in ({}, {"run": "even"}, {"service": "model"}):
+        serial = analyze_locally([first, second], Query(group_by=group_by, workers=1, **keep))
         heard = _Heard()
         spread = _dask.analyze_files(
             [first, second],
-            group_by,
-            None,
-            keep,
-            heard,
-            scheduler=scheduler,
+            Query(group_by=group_by, **keep, engine="dask", scheduler=scheduler),
+            progress=heard,
             partition_bytes=first.stat().st_size // 3,
         )
         assert ("joining", 40, 40) in heard  # every trace had a part in each file
         assert _json(spread) == _json(serial)
-    assert analyze_locally([first, second], group_by, None, 1, TraceFilter(run="even")).traces == 20
+    assert (
+        analyze_locally([first, second], Query(group_by=group_by, workers=1, run="even")).traces
+        == 20
+    )
 
 
 @pytest.mark.integration
@@ -146,14 +143,16 @@ def test_the_store_in_trace_id_ranges_matches_serial(tmp_path, scheduler):
     with SpanStore(path, create=True) as store:
         for i in range(0, len(spans), 11):
             store.write(spans[i : i + 11])
-    for keep in (TraceFilter(), TraceFilter(run="odd")):
-        serial, _ = analyze_sources([str(path)], run=keep.run)
+    for keep in ({}, {"run": "odd"}):
+        serial, _ = analyze_sources([str(path)], Query(**keep))
         heard = _Heard()
-        spread = _dask.analyze_store(path, "stage", None, keep, heard, scheduler=scheduler)
+        spread = _dask.analyze_store(
+            path, Query(engine="dask", **keep, scheduler=scheduler), progress=heard
+        )
         ranges = heard[-1][2]
         assert heard[-1] == ("attributing", ranges, ranges) and ranges == 8  # 2 workers x 4
         assert _json(spread) == _json(serial)
-        assert spread.traces == (50 if keep.run is None else 25)
+        assert spread.traces == (25 if keep else 50)
 
 
 @pytest.mark.integration
@@ -173,9 +172,9 @@ def test_analyze_sources_takes_the_engine_scheduler_and_a_stage_map(tmp_path, sc
     rules.write_text('[[rule]]\noperation = "verify_key"\nstage = "auth"\n')
     outputs = []
     for smap in (None, load_stage_map(rules)):
-        local, _ = analyze_sources([str(path)], window_spans=3, stage_map=smap)
+        local, _ = analyze_sources([str(path)], Query(window_spans=3, stage_map=smap))
         spread, kept = analyze_sources(
-            [str(path)], stage_map=smap, engine="dask", scheduler=scheduler
+            [str(path)], Query(stage_map=smap, engine="dask", scheduler=scheduler)
         )
         assert kept is None
         assert _json(spread) == _json(local)
@@ -235,7 +234,7 @@ def test_a_file_the_workers_cannot_read_is_a_one_line_source_error(
         client.run(os.chdir, "/")
         try:
             with pytest.raises(SourceError) as caught:
-                _dask.analyze_files([Path("here.jsonl")], "stage", None, scheduler=scheduler)
+                _dask.analyze_files([Path("here.jsonl")], Query(engine="dask", scheduler=scheduler))
         finally:
             for address, path in cwd.items():
                 client.run(os.chdir, path, workers=[address])
@@ -297,9 +296,9 @@ def test_without_dask_the_engine_is_a_one_line_error_naming_the_extra(tmp_path, 
 def test_a_scheduler_without_the_dask_engine_or_an_unknown_engine_is_a_config_error(tmp_path):
     path = _shuffled(tmp_path / "s.jsonl", traces=3, seed=1)
     with pytest.raises(ConfigError, match="engine must be one of local, dask, got 'spark'"):
-        analyze_sources([str(path)], engine="spark")
+        analyze_sources([str(path)], Query(engine="spark"))
     with pytest.raises(ConfigError, match="add --engine dask"):
-        analyze_sources([str(path)], scheduler="tcp://127.0.0.1:8786")
+        analyze_sources([str(path)], Query(scheduler="tcp://127.0.0.1:8786"))
     done = hoptrace("analyze", str(path), "--scheduler", "tcp://127.0.0.1:8786")
     assert done.returncode == 2 and "add --engine dask" in done.stderr
 
@@ -319,7 +318,9 @@ def test_sources_the_engine_does_not_cover_are_read_here_with_a_notice(tmp_path,
     monkeypatch.setattr(_dask, "connect", None)  # no cluster may be started
     path = _shuffled(tmp_path / "s.jsonl", traces=10, seed=2)
     listener = _Listener()
-    kept, traces = analyze_sources([str(path)], engine="dask", keep_traces=True, listener=listener)
+    kept, traces = analyze_sources(
+        [str(path)], Query(engine="dask", keep_traces=True), listener=listener
+    )
     assert traces is not None and kept.traces == 10
     assert listener.found_lines == [
         "--engine dask runs on OTLP JSON-lines files, the span store and a Grafana Tempo "
@@ -341,21 +342,18 @@ def test_a_tempo_search_is_fetched_and_attributed_on_the_workers_like_the_local_
     ids = [t[0].trace_id for t in traces]
     tempo.failures.update({ids[5]: "503", ids[40]: "gone"})
     with tempo.running():
-        local = analyze_sources([tempo.url], limit=80)[0]
+        local = analyze_sources([tempo.url], Query(limit=80))[0]
         fetched_locally = len(tempo.paths("/api/v2/traces/"))
         listener = _Listener()
         phases = _Heard()
         on_dask = _dask.analyze_tempo(
             tempo.url,
-            "stage",
-            None,
+            Query(engine="dask", limit=80, scheduler=scheduler),
             progress=phases,
-            limit=80,
-            scheduler=scheduler,
             per_task=20,
         )
         via_sources = analyze_sources(
-            [tempo.url], limit=80, engine="dask", scheduler=scheduler, listener=listener
+            [tempo.url], Query(limit=80, engine="dask", scheduler=scheduler), listener=listener
         )[0]
     assert fetched_locally == 70
     assert len(tempo.paths("/api/v2/traces/")) == 3 * 70  # every trace fetched on each path

@@ -15,6 +15,7 @@ from tests.helpers import hoptrace
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, load
 from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.traceset import TraceSet
 
@@ -35,7 +36,7 @@ def test_jaeger_2_19_and_later_are_searched_with_camel_case_parameters(tmp_path)
     reference = analyze(load([otlp_file(tmp_path, traces)]))
     listener = Recorder()
     with _jaeger(traces).running() as jaeger:
-        result = analyze(load([jaeger.url], service="client", listener=listener))
+        result = analyze(load([jaeger.url], Query(service="client"), listener=listener))
     assert numbers_of(result) == numbers_of(reference)
     assert listener.found_lines == [f"{jaeger.url} is Jaeger"]
     (search,) = _searches(jaeger)
@@ -63,14 +64,14 @@ def test_jaeger_before_2_19_gets_snake_case_after_its_400(tmp_path):
 
 def test_no_traces_found_is_an_empty_answer_not_a_warning():
     with _jaeger([]).running() as jaeger:
-        loaded = load([jaeger.url], service="nobody", backend="jaeger")
+        loaded = load([jaeger.url], Query(service="nobody", backend="jaeger"))
     assert not loaded.traces and not loaded.warnings.messages
 
 
 def test_a_search_matching_more_than_the_limit_keeps_the_newest_and_says_so():
     traces = recent_traces(12)
     with _jaeger(traces).running() as jaeger:
-        loaded = load([jaeger.url], service="client", limit=4)
+        loaded = load([jaeger.url], Query(service="client", limit=4))
     assert set(loaded.traces) == {t[0].trace_id for t in traces[:4]}
     assert (
         "Jaeger matched more than 4 traces of service 'client': --limit 4 kept the 4 most "
@@ -82,7 +83,7 @@ def test_a_jaeger_without_api_v3_is_searched_with_the_v1_api(tmp_path):
     traces = recent_traces(6)
     reference = analyze(load([otlp_file(tmp_path, traces)]))
     with _jaeger(traces, has_v3=False).running() as jaeger:
-        result = analyze(load([jaeger.url], service="client"))
+        result = analyze(load([jaeger.url], Query(service="client")))
     assert numbers_of(result) == numbers_of(reference)
     assert [p for p, _ in jaeger.requests if p == "/api/traces"] == ["/api/traces"]
 
@@ -92,7 +93,7 @@ def test_a_real_api_v3_trace_by_id_equals_the_same_file(fixtures_dir):
     body = orjson.loads(path.read_bytes())
     trace_id = "2ea75461946a7dd10f2c15ab36a076cb"
     with JaegerStandIn(raw={trace_id: body}).running() as jaeger:
-        by_id = load([jaeger.url], trace_ids=[trace_id.upper()], backend="jaeger")
+        by_id = load([jaeger.url], Query(backend="jaeger"), trace_ids=[trace_id.upper()])
     assert jaeger.paths("/api/v3/traces/") == [f"/api/v3/traces/{trace_id}"]
     assert numbers_of(analyze(by_id)) == numbers_of(analyze(load([path])))
 
@@ -102,7 +103,7 @@ def test_traces_by_id_count_what_is_missing_or_failing_and_read_the_rest():
     ids = [t[0].trace_id for t in traces]
     loaded = TraceSet()
     with _jaeger(traces, failures={ids[1]: "503", ids[2]: "gone"}).running() as jaeger:
-        loaded = load([jaeger.url], trace_ids=ids, backend="jaeger")
+        loaded = load([jaeger.url], Query(backend="jaeger"), trace_ids=ids)
     assert len(loaded.traces) == 8 and loaded.warnings.skipped_traces == 2
     (message,) = loaded.warnings.messages
     assert "2 of 10 traces could not be read (" in message
@@ -122,7 +123,7 @@ def test_traces_by_id_from_a_jaeger_without_api_v3_come_from_v1():
 def test_traceql_is_refused_for_jaeger():
     with _jaeger(recent_traces(2)).running() as jaeger:
         with pytest.raises(ConfigError, match="is Jaeger: select with --service"):
-            load([jaeger.url], query="{ }")
+            load([jaeger.url], Query(traceql="{ }"))
 
 
 def test_reports_link_traces_to_the_jaeger_that_was_analysed(tmp_path):
@@ -155,8 +156,8 @@ def test_dask_on_a_jaeger_url_asks_what_it_is_once_and_reads_it_here():
 
     traces = recent_traces(5)
     with _jaeger(traces).running() as jaeger:
-        local, _ = analyze_sources([jaeger.url], service="client")
+        local, _ = analyze_sources([jaeger.url], Query(service="client"))
         probes = len(jaeger.paths("/api/status/buildinfo"))
-        dask, _ = analyze_sources([jaeger.url], service="client", engine="dask")
+        dask, _ = analyze_sources([jaeger.url], Query(service="client", engine="dask"))
     assert analysis_dict(dask) == analysis_dict(local) and dask.traces == 5
     assert len(jaeger.paths("/api/status/buildinfo")) - probes == 1

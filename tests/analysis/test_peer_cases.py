@@ -16,6 +16,7 @@ from tests.helpers import hoptrace, skip_or_fail
 from tracer.analysis import analyze_sources, load
 from tracer.analysis.critical_path import trace_times
 from tracer.analysis.prepare import prepare
+from tracer.analysis.query import Query
 from tracer.spans.model import KIND_CONSUMER, KIND_PRODUCER, Warnings
 
 CASES = Path(os.environ.get("HOPTRACE_PEER_CASES", REPO.parent / "shared" / "peer_cases"))
@@ -157,7 +158,7 @@ def test_critical_time_per_operation_matches_the_peer(cases_dir, name):
     case = json.loads((cases_dir / f"{name}.expected.json").read_text())
     trace_file = cases_dir / f"{name}.trace.json"
     prepared, issues = _hoptrace(trace_file)
-    result, _ = analyze_sources([str(trace_file)], group_by="operation", workers=1)
+    result, _ = analyze_sources([str(trace_file)], Query(group_by="operation", workers=1))
     got = {g.name: round(g.mean_ms * 1000, 3) for g in result.groups if g.mean_ms}
     want: dict[str, float] = {}
     for span, t in _expected(case, prepared, issues).items():

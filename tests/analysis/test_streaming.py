@@ -12,9 +12,9 @@ from tests.helpers import shuffled_store, write_otlp_lines
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, analyze_sources, load
 from tracer.analysis.execution.bigfile import analyze_files
+from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
-from tracer.analysis.traceset import TraceFilter
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000
@@ -57,7 +57,7 @@ def _stragglers(path: Path, count: int = 40) -> Path:
 def test_stragglers_past_the_window_are_joined_not_lost_or_counted_twice(tmp_path, window, workers):
     path = _stragglers(tmp_path / "s.jsonl")
     whole = analyze(load([path]))
-    streamed = analyze_files([path], "stage", None, workers, window=window)
+    streamed = analyze_files([path], Query(workers=workers, window_spans=window))
     assert streamed.traces == whole.traces == 40
     assert streamed.spans == whole.spans
     assert analysis_dict(streamed) == analysis_dict(whole)
@@ -74,15 +74,17 @@ def test_traces_split_across_files_are_joined(tmp_path, group_by):
     )
     whole = analyze(load([first, second]), group_by)
     for workers in (1, 2):
-        streamed = analyze_files([first, second], group_by, None, workers, window=3)
+        streamed = analyze_files(
+            [first, second], Query(group_by=group_by, workers=workers, window_spans=3)
+        )
         assert analysis_dict(streamed) == analysis_dict(whole)
 
 
 def test_filters_see_the_joined_trace(tmp_path):
     path = _stragglers(tmp_path / "s.jsonl")
     for kwargs in ({"service": "model"}, {"run": "even"}):
-        whole = analyze(load([path], **kwargs))
-        streamed = analyze_files([path], "stage", None, 2, TraceFilter(**kwargs), window=2)
+        whole = analyze(load([path], Query(**kwargs)))
+        streamed = analyze_files([path], Query(workers=2, **kwargs, window_spans=2))
         assert analysis_dict(streamed) == analysis_dict(whole)
 
 
@@ -94,14 +96,14 @@ def test_a_shuffled_file_gives_the_same_numbers_at_any_window(tmp_path):
     )
     whole = analysis_dict(analyze(load([path])))
     for window in (1, 10, 100):
-        assert analysis_dict(analyze_files([path], "stage", None, 1, window=window)) == whole
+        assert analysis_dict(analyze_files([path], Query(workers=1, window_spans=window))) == whole
 
 
 def test_analyze_sources_streams_small_files_with_the_same_output(tmp_path):
     path = _stragglers(tmp_path / "s.jsonl")
-    streamed, traces = analyze_sources([str(path)], window_spans=2)
+    streamed, traces = analyze_sources([str(path)], Query(window_spans=2))
     assert traces is None  # the streaming path keeps no spans
-    kept, traces = analyze_sources([str(path)], keep_traces=True)
+    kept, traces = analyze_sources([str(path)], Query(keep_traces=True))
     assert traces is not None
     assert analysis_dict(streamed) == analysis_dict(kept)
 
@@ -117,7 +119,7 @@ def test_workers_keyword_wins_over_the_environment(tmp_path, monkeypatch):
         raise AssertionError("forked although workers=1")
 
     monkeypatch.setattr(bigfile, "_fork", no_fork)
-    one, _ = analyze_sources([str(path)], workers=1)
+    one, _ = analyze_sources([str(path)], Query(workers=1))
     with pytest.raises(AssertionError, match="forked"):
         analyze_sources([str(path)])
     assert one.traces == 40
@@ -126,7 +128,7 @@ def test_workers_keyword_wins_over_the_environment(tmp_path, monkeypatch):
 def test_a_bad_window_is_a_config_error(tmp_path, monkeypatch):
     path = _stragglers(tmp_path / "s.jsonl")
     with pytest.raises(ConfigError, match="window_spans must be a positive"):
-        analyze_files([path], "stage", None, 1, window=0)
+        analyze_files([path], Query(workers=1, window_spans=0))
     monkeypatch.setenv("HOPTRACE_WINDOW_SPANS", "lots")
     with pytest.raises(ConfigError, match="HOPTRACE_WINDOW_SPANS must be a positive"):
         analyze_sources([str(path)])
@@ -146,8 +148,8 @@ def test_the_store_is_read_trace_by_trace_with_the_same_output(tmp_path):
     streamed, traces = analyze_sources([str(path)])
     assert traces is None
     assert analysis_dict(streamed) == analysis_dict(whole)
-    assert analysis_dict(analyze_sources([str(path)], run="even")[0]) == analysis_dict(
-        analyze(load([path], run="even"))
+    assert analysis_dict(analyze_sources([str(path)], Query(run="even"))[0]) == analysis_dict(
+        analyze(load([path], Query(run="even")))
     )
 
 

@@ -17,6 +17,7 @@ from tracer.analysis import analyze, analyze_sources, exemplar_traces, load, wha
 from tracer.analysis.aggregate import aggregate_columns
 from tracer.analysis.budget import check_budget, load_budget
 from tracer.analysis.execution.bigfile import analyze_files
+from tracer.analysis.query import Query
 from tracer.analysis.render import (
     Report,
     analysis_dict,
@@ -74,7 +75,7 @@ def stragglers(tmp_path: Path) -> Path:
 def test_whatif_streamed_equals_whatif_in_memory(stragglers, window, workers):
     projection = Projection("inference", 10.0)
     streamed = analyze_files(
-        [stragglers], "stage", None, workers, window=window, projection=projection
+        [stragglers], Query(workers=workers, window_spans=window, projection=projection)
     )
     result = projection.result(streamed.columns, streamed.loaded, streamed.tally)
     expected = what_if(load([stragglers]), "inference", 10.0)
@@ -95,13 +96,17 @@ def test_whatif_of_traces_split_across_files_equals_in_memory(tmp_path):
     projection = Projection("inference", 4.0)
     expected = whatif_dict(what_if(load([first, second]), "inference", 4.0))
     for workers in (1, 2):
-        a = analyze_files([first, second], "stage", None, workers, window=3, projection=projection)
+        a = analyze_files(
+            [first, second], Query(workers=workers, window_spans=3, projection=projection)
+        )
         assert whatif_dict(projection.result(a.columns, a.loaded, a.tally)) == expected
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_split_by_in_one_streamed_pass_equals_the_split_traces(stragglers, workers):
-    streamed = analyze_files([stragglers], "service", None, workers, window=2, split_by=MODEL)
+    streamed = analyze_files(
+        [stragglers], Query(group_by="service", workers=workers, window_spans=2, split_by=MODEL)
+    )
     parts = split_analysis(
         streamed, MODEL, lambda c, loaded, tally: aggregate_columns(c, "service", loaded, tally)
     )
@@ -116,14 +121,14 @@ def test_split_by_in_one_streamed_pass_equals_the_split_traces(stragglers, worke
 def test_split_by_an_attribute_no_trace_carries_is_a_config_error(stragglers):
     from tracer._errors import ConfigError
 
-    streamed, _ = analyze_sources([str(stragglers)], split_by="no.such.attribute")
+    streamed, _ = analyze_sources([str(stragglers)], Query(split_by="no.such.attribute"))
     with pytest.raises(ConfigError, match="no trace carries the attribute 'no.such.attribute'"):
         split_analysis(streamed, "no.such.attribute", lambda *a: None)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_exemplar_traces_are_read_again_from_their_lines(stragglers, workers):
-    streamed = analyze_files([stragglers], "stage", None, workers, window=1)
+    streamed = analyze_files([stragglers], Query(workers=workers, window_spans=1))
     traces = load([stragglers])
     found = exemplar_traces([str(stragglers)], streamed)
     assert set(found.traces) == set(streamed.exemplars.values())
@@ -142,7 +147,7 @@ def test_exemplar_traces_joined_across_files_are_read_to_the_end(tmp_path):
     second = write_otlp_lines(
         tmp_path / "b.jsonl", [[s for s in t if s.service == "app"] for t in traces]
     )
-    streamed = analyze_files([first, second], "stage", None, 1, window=2)
+    streamed = analyze_files([first, second], Query(workers=1, window_spans=2))
     found = exemplar_traces([str(first), str(second)], streamed)
     whole = load([first, second])
     assert found.traces.keys() == set(streamed.exemplars.values())

@@ -25,6 +25,7 @@ from tracer._errors import ConfigError, SourceError
 from tracer.analysis import analyze, load
 from tracer.analysis.arrival import wait_for_traces
 from tracer.analysis.loaders.tempo import load_tempo, traceql
+from tracer.analysis.query import Query
 from tracer.analysis.synthetic import to_otlp_json
 
 
@@ -90,7 +91,7 @@ def test_a_tempo_trace_downloaded_as_a_file_is_a_source(tmp_path, shape):
 def test_a_search_matching_more_than_the_limit_keeps_the_newest_and_says_so():
     traces = recent_traces(30)  # newest first
     with _tempo(traces).running() as tempo:
-        loaded = load([tempo.url], limit=5)
+        loaded = load([tempo.url], Query(limit=5))
     assert set(loaded.traces) == {t[0].trace_id for t in traces[:5]}
     assert "Tempo matched more than 5 traces: --limit 5 kept the 5 most recent" in (
         loaded.warnings.messages
@@ -126,7 +127,7 @@ def test_a_tempo_before_2_4_capping_at_its_max_result_limit_is_said():
 
 def test_a_max_result_limit_refusal_is_asked_again_within_it_and_said():
     with _tempo(recent_traces(30), max_limit=10).running() as tempo:
-        loaded = load([tempo.url], limit=25)
+        loaded = load([tempo.url], Query(limit=25))
     assert len(loaded.traces) == 10
     assert [p["limit"] for path, p in tempo.requests if path == "/api/search"] == ["26", "10"]
     assert (
@@ -137,7 +138,7 @@ def test_a_max_result_limit_refusal_is_asked_again_within_it_and_said():
 
 def test_fewer_matches_than_asked_say_nothing():
     with _tempo(recent_traces(30)).running() as tempo:
-        loaded = load([tempo.url], service="gateway", limit=40)
+        loaded = load([tempo.url], Query(service="gateway", limit=40))
     assert len(loaded.traces) == 30 and not loaded.warnings.messages
     (search,) = [p for path, p in tempo.requests if path == "/api/search"]
     assert search["q"] == '{ resource.service.name = "gateway" } with (most_recent=true)'
@@ -160,12 +161,14 @@ def test_traceql_of_service_and_operation_is_one_span_of_both():
 def test_a_user_query_is_sent_as_given_and_service_still_selects():
     traces = recent_traces(10)
     with _tempo(traces).running() as tempo:
-        loaded = load([tempo.url], query='{ name = "POST /v1/chat/completions" }', run="nope")
+        loaded = load(
+            [tempo.url], Query(traceql='{ name = "POST /v1/chat/completions" }', run="nope")
+        )
     assert not loaded.traces  # --run selected none of the traces found
     (search,) = [p for path, p in tempo.requests if path == "/api/search"]
     assert search["q"] == '{ name = "POST /v1/chat/completions" } with (most_recent=true)'
     with pytest.raises(ConfigError, match="--query is TraceQL"):
-        load(["traces.jsonl"], query="{ }")
+        load(["traces.jsonl"], Query(traceql="{ }"))
 
 
 def test_bad_answers_for_single_traces_are_counted_and_the_rest_analysed(tmp_path):
@@ -191,7 +194,7 @@ def test_bad_answers_for_single_traces_are_counted_and_the_rest_analysed(tmp_pat
 def test_progress_is_reported_past_a_few_dozen_traces():
     listener = Recorder()
     with _tempo(recent_traces(40)).running() as tempo:
-        load([tempo.url], listener=listener, backend="tempo")
+        load([tempo.url], Query(backend="tempo"), listener=listener)
     assert listener.found_lines == []  # the backend was given, not asked
     assert listener.progress[-1] == (40, 40) and len(listener.progress) == 40
     quiet = Recorder()
@@ -266,7 +269,7 @@ def test_credentials_in_the_url_and_tenant_headers_reach_tempo_and_stay_out_of_m
         # Without the tenant, Tempo's 401 is one line, and the password is not in it.
         monkeypatch.delenv("HOPTRACE_BACKEND_HEADERS")
         with pytest.raises(SourceError) as refused:
-            load([url], backend="tempo")
+            load([url], Query(backend="tempo"))
         assert "401" in str(refused.value) and "s3cret" not in str(refused.value)
         for backend in ("tempo", "auto"):  # the search refused; the probe refused
             out = hoptrace("analyze", url, "--backend", backend)

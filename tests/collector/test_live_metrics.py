@@ -9,6 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -77,14 +78,17 @@ def test_label_values_past_a_limit_become_other_and_are_counted():
     assert limiter.overflow["service"] == 1
 
 
-def send_chat_trace(endpoint: str, error: bool = False, run: str = "live-test") -> None:
+def send_chat_trace(
+    endpoint: str, error: bool = False, run: str = "live-test", sampler: Any = None
+) -> bool:
     """One chat request's trace through the real OTLP exporter: a client root, a gateway
-    server span with its route, and an inference span with tokens and a first token."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "client"}))
+    server span with its route, and an inference span with tokens and a first token.
+    With ``sampler`` on both services' providers; returns whether the trace was kept."""
+    provider = TracerProvider(resource=Resource.create({"service.name": "client"}), sampler=sampler)
     provider.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces"))
     )
-    model = TracerProvider(resource=Resource.create({"service.name": "model"}))
+    model = TracerProvider(resource=Resource.create({"service.name": "model"}), sampler=sampler)
     model.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces"))
     )
@@ -123,6 +127,7 @@ def send_chat_trace(endpoint: str, error: bool = False, run: str = "live-test") 
     root.end(end_time=t0 + 100 * ms)
     provider.shutdown()
     model.shutdown()
+    return root.get_span_context().trace_flags.sampled
 
 
 def samples(text: str) -> dict[tuple[str, tuple], float]:
@@ -187,6 +192,78 @@ def test_live_sums_the_window_per_model(live):
     assert row["ttft_p50_ms"] == pytest.approx(42.0)
     assert sum(row["shares"].values()) == pytest.approx(1.0)
     assert row["output_tokens_per_s"] == pytest.approx(30 / 60)
+
+
+def test_sampled_traces_count_for_the_traffic_they_stand_for(live):
+    """Traces kept one in four by hoptrace's consistent probability sampler (its
+    threshold ``ot=th:c`` in every span's trace state) count four times each in the
+    histograms, counters and the window: the metrics estimate all the traffic."""
+    from tracer._sampling import ConsistentProbabilitySampler
+
+    sampler = ConsistentProbabilitySampler(0.25)
+    kept = sum(send_chat_trace(live.endpoint, sampler=sampler) for _ in range(24))
+    assert 1 <= kept < 24  # about six; the trace ids are random
+    labels = {
+        "service": "client",
+        "run": "live-test",
+        "model": "demo-model",
+        "route": "/v1/chat/completions",
+    }
+    got = wait_for(
+        live.endpoint + "/metrics", "hoptrace_trace_duration_seconds_count", labels, 4 * kept
+    )
+    key = tuple(sorted(labels.items()))
+    assert got[("hoptrace_trace_duration_seconds_count", key)] == 4 * kept
+    assert got[("hoptrace_trace_duration_seconds_sum", key)] == pytest.approx(0.4 * kept)
+    bucket = dict(key + (("le", "0.1"),))  # every trace takes 100 ms
+    assert got[("hoptrace_trace_duration_seconds_bucket", tuple(sorted(bucket.items())))] == (
+        4 * kept
+    )
+    stage = {
+        dict(k)["stage"]: v for (n, k), v in got.items() if n == "hoptrace_stage_seconds_total"
+    }
+    assert stage == pytest.approx(
+        {"network": 0.028 * kept, "gateway": 0.032 * kept, "inference": 0.34 * kept}
+    )
+    tokens = {dict(k)["direction"]: v for (n, k), v in got.items() if n == "hoptrace_tokens_total"}
+    assert tokens == {"input": 48 * kept, "output": 120 * kept}
+    assert got[("hoptrace_live_traces_attributed_total", (("how", "complete"),))] == kept
+    body = httpx.get(live.endpoint + "/live", params={"by": "model", "window": "60"}).json()
+    (row,) = body["rows"]
+    assert row["traces"] == kept and row["estimated_traces"] == 4 * kept
+    assert row["e2e_p50_ms"] == pytest.approx(100.0)
+    assert row["output_tokens_per_s"] == pytest.approx(4 * kept * 30 / 60)
+    top = subprocess.run(
+        [sys.executable, "-m", "tracer.cli", "top", "--collector", live.endpoint, "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert top.returncode == 0, top.stderr
+    assert f"{kept} traces (standing for {4 * kept})" in top.stdout
+
+
+def test_the_windows_percentiles_take_each_trace_by_its_weight():
+    from collector.window import Window
+
+    window = Window(clock=lambda: 100.0)
+    labels = ("svc", "run", "model", "/r")
+    for e2e_s, weight in ((0.1, 1.0), (0.2, 1.0), (0.3, 1.0), (0.4, 1.0)):
+        window.record(labels, e2e_s, None, {"inference": e2e_s}, (0, 10), False, weight)
+    (plain,) = window.summary("route", 60)["rows"]
+    # weights of 1: the plain quantile, linear between closest ranks
+    assert plain["e2e_p50_ms"] == pytest.approx(250.0)
+    assert plain["e2e_p90_ms"] == pytest.approx(370.0)
+    window = Window(clock=lambda: 100.0)
+    for e2e_s, weight, error in ((0.1, 1.0, False), (0.4, 3.0, True)):
+        window.record(labels, e2e_s, None, {"inference": e2e_s}, (0, 10), error, weight)
+    (row,) = window.summary("route", 60)["rows"]
+    # as the values 0.1, 0.4, 0.4, 0.4
+    assert row["e2e_p50_ms"] == pytest.approx(400.0)
+    assert row["e2e_p90_ms"] == pytest.approx(400.0)
+    assert row["traces"] == 2 and row["estimated_traces"] == 4
+    assert row["error_rate"] == pytest.approx(0.75)
+    assert row["output_tokens_per_s"] == pytest.approx(40 / 60)
 
 
 def test_bad_live_requests_get_a_4xx_with_the_reason(live):
@@ -295,7 +372,7 @@ class _Sink:
     def __init__(self) -> None:
         self.traces: list[tuple] = []
 
-    def record(self, labels, e2e_s, ttft_s, stages, tokens, error) -> None:
+    def record(self, labels, e2e_s, ttft_s, stages, tokens, error, weight=1.0) -> None:
         self.traces.append((labels, e2e_s, stages))
 
 

@@ -1,7 +1,7 @@
 """hoptrace's analyzer: critical-path stage shares, what-if, compare and TTFT.
 
-    from tracer.analysis import load, analyze, what_if
-    traces = load(["traces.jsonl"])
+    from tracer.analysis import Query, load, analyze, what_if
+    traces = load(["traces.jsonl"], Query(service="gateway", since="2h"))
     result = analyze(traces, group_by="stage")
     projection = what_if(traces, stage="inference", speedup=100)
 
@@ -26,6 +26,7 @@ from tracer.analysis.critical_path import own_times
 from tracer.analysis.execution.pipeline import analyze_sources, exemplar_traces
 from tracer.analysis.loaders import load, parse_duration
 from tracer.analysis.prepare import PreparedTrace, prepare
+from tracer.analysis.query import Query
 from tracer.analysis.stage_map import StageMapRules, load_stage_map
 from tracer.analysis.traceset import TraceSet
 from tracer.analysis.waterfall import Waterfall, WaterfallRow, exemplar_waterfalls, waterfall
@@ -39,6 +40,7 @@ __all__ = [
     "GroupStats",
     "HopStats",
     "PreparedTrace",
+    "Query",
     "Span",
     "StageMapRules",
     "Stats",

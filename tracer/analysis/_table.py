@@ -149,14 +149,18 @@ class TraceTable:
         ttft_groups: np.ndarray | None,
         hops: tuple[list[tuple[str, str]], np.ndarray],
         projected: list[Projected] | None = None,
+        weights: list[tuple[float, bool]] | None = None,
+        coordinator_ttft: list[int | None] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
         shape, :mod:`tracer.analysis.execution.batches`): int64 columns with -1 for None;
         ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
         when its sum is positive (as the walks keep only spans with time);
         ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
-        each row's what-if projection (for every row of the table or for none). Rows
-        of a batch are full data (weight 1): sampled traces take the scalar path."""
+        each row's what-if projection (for every row of the table or for none);
+        ``weights`` each row's (weight, known), as :meth:`add` takes it (None: full
+        data, weight 1); ``coordinator_ttft`` each row's P/D coordinator's own time to
+        first token (None: no row has one)."""
         if (projected is None) != (self._projected is None) and len(self._e2e):
             raise ValueError("give a what-if projection for every row or for none")
         n = len(ids)
@@ -173,7 +177,10 @@ class TraceTable:
         self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
         self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
         self._cached.extend([_NONE if t[3] is None else t[3] for t in tokens])
-        self._coordinator_ttft.extend([_NONE] * n)  # such traces take the scalar path
+        if coordinator_ttft is None:
+            self._coordinator_ttft.extend([_NONE] * n)
+        else:
+            self._coordinator_ttft.extend([_NONE if c is None else c for c in coordinator_ttft])
         models = [t[2] for t in tokens]
         known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
         self._model.extend(map(known.__getitem__, models))
@@ -183,8 +190,12 @@ class TraceTable:
         self._split.extend(map(known.__getitem__, splits))
         self._seq.extend(seqs)
         self._last_end.extend(last_ends)
-        self._weight.extend(np.ones(n).tolist())
-        self._unknown.extend(bytes(n))
+        if weights is None:
+            self._weight.extend(np.ones(n).tolist())
+            self._unknown.extend(bytes(n))
+        else:
+            self._weight.extend([w for w, _ in weights])
+            self._unknown.extend(bytes([not known for _, known in weights]))
         names, sums = groups
         self._groups.add_many(names, sums, None)
         if ttft_groups is None:

@@ -18,6 +18,7 @@ from tracer._sources import is_url
 from tracer.analysis.loaders import load
 from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.url import resolve_backend
+from tracer.analysis.query import Query
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Span
 
@@ -96,10 +97,10 @@ def wait_for_traces(
         try:
             if remote:
                 pending = (wanted - set(have.traces)) | incomplete
-                found = load([source], backend=backend, trace_ids=pending, listener=listener)
+                found = load([source], Query(backend=backend), trace_ids=pending, listener=listener)
                 have = TraceSet({**have.traces, **found.traces}, found.warnings)
             else:
-                have = load([source], since=since).subset(wanted)
+                have = load([source], Query(since=since)).subset(wanted)
         except NoUsableDataError:
             pass  # a store still empty
         except SourceError:

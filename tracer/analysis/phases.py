@@ -25,7 +25,13 @@ from tracer import attributes as attrs
 from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
-__all__ = ["PHASE_KEYS", "coordinator_ttft_ns", "engine_intervals", "rust_duration_ns"]
+__all__ = [
+    "COORDINATOR_KEYS",
+    "PHASE_KEYS",
+    "coordinator_ttft_ns",
+    "engine_intervals",
+    "rust_duration_ns",
+]
 
 #: The attributes whose values :func:`engine_intervals` reads (the batches read them
 #: per trace, through it, rather than keying a shape on them).
@@ -55,6 +61,11 @@ def _ms_ns(span: Span, key: str) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return seconds_ns(value / 1000)
     return None
+
+
+#: The attributes whose values :func:`coordinator_ttft_ns` reads (the batches read them
+#: per trace, through it).
+COORDINATOR_KEYS = frozenset({attrs.LLMD_TRUE_TTFT_MS})
 
 
 def coordinator_ttft_ns(span: Span) -> int | None:

@@ -98,37 +98,25 @@ def stage_map_of(path: str | None) -> Any:
 
 @dataclass(frozen=True)
 class Selection:
-    """Which traces to read: the source options every analysis command shares."""
+    """The source options every analysis command shares, as given: the query they
+    make (filters, limit and how sources are read; a :class:`~tracer.analysis.Query`
+    without its breakdown) and the stage map's file, read when a command asks."""
 
-    service: str | None = None
-    operation: str | None = None
-    limit: int | None = None
-    since: str | None = None
-    run: str | None = None
+    base: Any
     stage_map_path: str | None = None
-    backend: str = "auto"
-    query: str | None = None
-    engine: str = "local"
-    scheduler: str | None = None
-    max_answer_bytes: str | None = None
+
+    def query(self, **asks: Any) -> Any:
+        """The one query an analysis takes: the options with the stage map read and
+        what the command asks (``group_by``, ``split_by``, ``projection``, ...)."""
+        return self.base.but(stage_map=self.stage_map(), **asks)
 
     def load(self, sources: tuple[str, ...], listener: Any = None) -> Any:
         """The selected traces of ``sources`` as a TraceSet; ``listener`` (from
         :func:`busy`) hears which backend a URL is and how fetching goes."""
         from tracer.analysis import load
 
-        return load(
-            list(sources),
-            service=self.service,
-            operation=self.operation,
-            limit=self.limit,
-            since=self.since,
-            run=self.run,
-            backend=self.backend,
-            query=self.query,
-            listener=listener if listener is not None else _Notices(),
-            max_answer_bytes=self.max_answer_bytes,
-        )
+        notices = listener if listener is not None else _Notices()
+        return load(list(sources), self.base, listener=notices)
 
     def stage_map(self) -> Any:
         """The user's stage map, or None."""
@@ -161,20 +149,21 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
             # For every client this command makes, in this process and in its workers.
             os.environ[ANSWER_BYTES_ENV] = str(source_answer_limit(max_answer_bytes))
-        selection = Selection(
-            service,
-            operation,
-            limit,
-            since,
-            run_name,
-            stage_map,
+        from tracer.analysis.query import Query
+
+        base = Query(
+            service=service,
+            operation=operation,
+            run=run_name,
+            since=since,
+            limit=limit,
             backend=backend,
-            query=query,
+            traceql=query,
+            max_answer_bytes=max_answer_bytes,
             engine=engine,
             scheduler=scheduler,
-            max_answer_bytes=max_answer_bytes,
         )
-        return func(*args, selection=selection, **kwargs)
+        return func(*args, selection=Selection(base, stage_map), **kwargs)
 
     for option in reversed(
         [
@@ -464,15 +453,15 @@ def _each_level(
     return replace(result, model_reason=reason, load_levels=tuple(out), load_knee=sweep_knees(out))
 
 
-def no_match(selection: Selection, exc: HoptraceError) -> HoptraceError:
-    """``exc``, or, when a filter matched nothing, a line that says which and how to
-    see what the source holds."""
+def no_match(query: Any, exc: HoptraceError) -> HoptraceError:
+    """``exc``, or, when a filter of ``query`` matched nothing, a line that says which
+    and how to see what the source holds."""
     filters = [
         f"{flag} {value!r}"
         for flag, value in (
-            ("--run", selection.run),
-            ("--service", selection.service),
-            ("--operation", selection.operation),
+            ("--run", query.run),
+            ("--service", query.service),
+            ("--operation", query.operation),
         )
         if value
     ]

@@ -50,24 +50,20 @@ def _byte_progress() -> Any:
 
 def _analyze(
     sources: tuple[str, ...],
-    selection: Selection,
-    group_by: str,
-    smap: Any,
-    keep_traces: bool = False,
+    query: Any,
     what: str = "reading and attributing traces",
-    split_by: str | None = None,
-    projection: Any = None,
     note: bool = True,
 ) -> tuple[Any, Any]:
-    """Analysis and (when kept) traces of the selected sources, with progress; each
-    trace's ``split_by`` value and what-if ``projection`` are kept in the analysis.
-    With ``note``, no ``--run`` and no ``--split-by`` (which shows each value on its
-    own), says on stderr when the traces mix several runs (each trace's run kept as
-    its split value, so it costs no second pass)."""
+    """Analysis and (when kept) traces of the sources, as ``query`` asks, with
+    progress. With ``note``, no ``--run`` and no ``--split-by`` (which shows each value
+    on its own), says on stderr when the traces mix several runs (each trace's run
+    kept as its split value, so it costs no second pass)."""
     from tracer.analysis import analyze_sources
     from tracer.analysis.runs import RUN, mixed_runs_note
 
-    noting = note and selection.run is None and split_by is None
+    noting = note and query.run is None and query.split_by is None
+    if noting:
+        query = query.but(split_by=RUN)
 
     with busy(sources, what) as notices, _byte_progress() as bar:
         task = bar.add_task("reading", total=None)
@@ -81,44 +77,26 @@ def _analyze(
                 bar.update(task, description="attributing traces")
 
         try:
-            result = analyze_sources(
-                sources,
-                group_by=group_by,
-                stage_map=smap,
-                service=selection.service,
-                operation=selection.operation,
-                run=selection.run,
-                since=selection.since,
-                limit=selection.limit,
-                keep_traces=keep_traces,
-                progress=show,
-                backend=selection.backend,
-                query=selection.query,
-                listener=notices,
-                split_by=RUN if noting else split_by,
-                projection=projection,
-                engine=selection.engine,
-                scheduler=selection.scheduler,
-            )
+            result = analyze_sources(sources, query, progress=show, listener=notices)
         except HoptraceError as exc:
-            raise no_match(selection, exc) from None
+            raise no_match(query, exc) from None
     if noting and (line := mixed_runs_note(result[0])):
         click.echo(line, err=True)
     return result
 
 
-def _waterfalls(result: Any, traces: Any, smap: Any, sources: Any, w: Any = None) -> Any:
+def _waterfalls(result: Any, traces: Any, query: Any, sources: Any, w: Any = None) -> Any:
     """The exemplar waterfalls (and with the what-if ``w``, the P50 one projected); when
     the analysis streamed (no traces kept), the exemplar traces are read again."""
     from tracer.analysis import exemplar_traces, exemplar_waterfalls
 
     if traces is None:
-        traces = exemplar_traces(sources, result)
-    return exemplar_waterfalls(result, traces, smap, w and (w.stage, w.speedup))
+        traces = exemplar_traces(sources, result, query)
+    return exemplar_waterfalls(result, traces, query.stage_map, w and (w.stage, w.speedup))
 
 
 def _report(
-    result: Any, traces: Any, smap: Any, sources: tuple[str, ...], jaeger_url: str, **views: Any
+    result: Any, traces: Any, query: Any, sources: tuple[str, ...], jaeger_url: str, **views: Any
 ) -> Any:
     from tracer.analysis import render
 
@@ -126,7 +104,7 @@ def _report(
         title=f"Where the time goes: {result.traces} traces",
         source=source_label(sources),
         analysis=result,
-        waterfalls=_waterfalls(result, traces, smap, sources, views.get("whatif")),
+        waterfalls=_waterfalls(result, traces, query, sources, views.get("whatif")),
         jaeger_url=jaeger_url,
         **views,
     )
@@ -177,8 +155,8 @@ def analyze(
     limits = None if slo is None else parse_slo(slo, metrics=TRACE_METRICS)
     if limits is not None and split_by is not None:
         raise ConfigError("--slo judges all the traces together: drop --split-by")
-    smap = selection.stage_map()
-    result, traces = _analyze(sources, selection, group_by, smap, split_by=split_by)
+    query = selection.query(group_by=group_by, split_by=split_by)
+    result, traces = _analyze(sources, query)
     jaeger_url = trace_links(jaeger_url, sources, traces)
     if limits is not None:
         judged = slo_analysis(result.columns, limits, group_by)
@@ -190,7 +168,7 @@ def analyze(
                 *render.analysis_sections(result, prices, jaeger_url=jaeger_url),
                 *render.slo_sections(judged),
             ],
-            lambda: _report(result, traces, smap, sources, jaeger_url),
+            lambda: _report(result, traces, query, sources, jaeger_url),
         )
         return
     if split_by is not None:
@@ -200,7 +178,7 @@ def analyze(
             output,
             lambda: render.split_analysis_dict(parts, prices=prices),
             lambda: render.split_analysis_sections(parts, prices=prices, jaeger_url=jaeger_url),
-            lambda: _report(result, traces, smap, sources, jaeger_url, split=parts),
+            lambda: _report(result, traces, query, sources, jaeger_url, split=parts),
         )
         return
     render_as(
@@ -208,7 +186,7 @@ def analyze(
         output,
         lambda: render.analysis_dict(result, prices),
         lambda: render.analysis_sections(result, prices, jaeger_url=jaeger_url),
-        lambda: _report(result, traces, smap, sources, jaeger_url),
+        lambda: _report(result, traces, query, sources, jaeger_url),
     )
 
 
@@ -248,20 +226,11 @@ def whatif(
 
     capacity = parse_capacities(capacities)  # a bad one fails before any trace is read
     limits = None if slo is None else parse_slo(slo, "--slo", TRACE_METRICS)
-    smap = selection.stage_map()
     projection = Projection(stage, speedup)
     # Every trace is projected as it is attributed (no spans kept); the analysis by
     # stage comes with it for the page.
-    whole, traces = _analyze(
-        sources,
-        selection,
-        "stage",
-        smap,
-        False,
-        "reading and retiming traces",
-        split_by,
-        projection,
-    )
+    query = selection.query(split_by=split_by, projection=projection)
+    whole, traces = _analyze(sources, query, "reading and retiming traces")
     jaeger_url = trace_links(jaeger_url, sources, traces)
     # All traces first: a stage no trace has is the user's mistake, whatever the
     # split; the page shows this projection too.
@@ -276,7 +245,7 @@ def whatif(
             lambda: _report(
                 whole,
                 traces,
-                smap,
+                query,
                 sources,
                 jaeger_url,
                 whatif=result,
@@ -289,7 +258,7 @@ def whatif(
             result,
             sources,
             selection,
-            smap,
+            query.stage_map,
             model,
             capacity.as_dict(),
             cores,
@@ -301,7 +270,7 @@ def whatif(
         output,
         lambda: render.whatif_dict(result),
         lambda: render.whatif_sections(result),
-        lambda: _report(whole, traces, smap, sources, jaeger_url, whatif=result),
+        lambda: _report(whole, traces, query, sources, jaeger_url, whatif=result),
     )
 
 
@@ -334,20 +303,16 @@ def compare(
     \b
       hoptrace compare demo.db demo.db --baseline-run '*:baseline' --candidate-run '*:candidate'
     """
-    from dataclasses import replace
-
     from tracer.analysis import compare as diff
     from tracer.analysis import render
 
-    prices, smap = parse_prices(price), selection.stage_map()
-    baselines = replace(selection, run=baseline_run or selection.run)
+    prices, query = parse_prices(price), selection.query(group_by=group_by)
+    # One query for both sides: the same filters and source options, each side's run.
+    candidates = query.but(run=candidate_run or query.run)
     before, _ = _analyze(
-        (baseline,), baselines, group_by, smap, what="reading the baseline", note=False
+        (baseline,), query.but(run=baseline_run or query.run), "reading the baseline", False
     )
-    candidates = replace(selection, run=candidate_run or selection.run)
-    after, candidate_traces = _analyze(
-        (candidate,), candidates, group_by, smap, what="reading the candidate", note=False
-    )
+    after, candidate_traces = _analyze((candidate,), candidates, "reading the candidate", False)
     result = diff(before, after)
     render_as(
         fmt,
@@ -360,7 +325,7 @@ def compare(
             analysis=after,
             comparison=result,
             # The candidate's exemplar traces, read again when it was streamed.
-            waterfalls=_waterfalls(after, candidate_traces, smap, (candidate,)),
+            waterfalls=_waterfalls(after, candidate_traces, candidates, (candidate,)),
             jaeger_url=jaeger_url,
             prices=prices,
         ),
@@ -411,25 +376,21 @@ def report(
 
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
-    smap = selection.stage_map()
     projection = None
     if whatif_stage is not None and speedup is not None:
         projection = Projection(whatif_stage, speedup)
-    result, traces = _analyze(
-        sources, selection, group_by, smap, split_by=split_by, projection=projection
-    )
+    query = selection.query(group_by=group_by, split_by=split_by, projection=projection)
+    result, traces = _analyze(sources, query)
     views: dict[str, Any] = {"prices": parse_prices(price)}
     if projection is not None:
         views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
     if baseline is not None:
-        same_engine = Selection(engine=selection.engine, scheduler=selection.scheduler)
-        before, _ = _analyze(
-            (baseline,), same_engine, group_by, smap, what="reading the baseline", note=False
-        )
+        # The baseline is read the same way, without the candidate's filters.
+        before, _ = _analyze((baseline,), query.sources_only, "reading the baseline", False)
         views["comparison"] = diff(before, result)
     views["split"] = _split_analysis(result, split_by, group_by)
     jaeger_url = trace_links(jaeger_url, sources, traces)
-    page = render.to_html(_report(result, traces, smap, sources, jaeger_url, **views))
+    page = render.to_html(_report(result, traces, query, sources, jaeger_url, **views))
     emit(page, output)
 
 
@@ -464,10 +425,9 @@ def check(
     from tracer.analysis.split import split_analysis
 
     limits = load_budget(budget)
-    smap = selection.stage_map()
     # One streaming pass (bounded memory, every core); with --split-by each trace's
     # value is kept with its row.
-    whole, _ = _analyze(sources, selection, "stage", smap, split_by=split_by)
+    whole, _ = _analyze(sources, selection.query(split_by=split_by))
     if split_by is None:
         result = check_budget(whole, limits)
         if fmt == "json":

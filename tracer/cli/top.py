@@ -61,10 +61,11 @@ def window_table(summary: dict[str, Any]) -> Any:
     from rich.table import Table
 
     by = summary["by"]
-    table = Table(
-        title=f"last {summary['window_s']:g} s: {summary['traces']} traces, by {by}",
-        title_justify="left",
-    )
+    traces = f"{summary['traces']} traces"
+    estimated = summary.get("estimated_traces", summary["traces"])
+    if round(estimated) != summary["traces"]:  # sampled: the traffic they stand for
+        traces += f" (standing for {estimated:,.0f})"
+    table = Table(title=f"last {summary['window_s']:g} s: {traces}, by {by}", title_justify="left")
     table.add_column(by)
     for name in ("traces", "P50 ms", "P90 ms", "TTFT P50", "TTFT P90", "tok/s", "errors"):
         table.add_column(name, justify="right")

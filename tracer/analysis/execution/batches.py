@@ -53,7 +53,9 @@ from tracer.analysis.execution.shapes import (
     values_at,
 )
 from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
+from tracer.analysis.phases import coordinator_ttft_ns
 from tracer.analysis.prepare import PreparedTrace, StageMap, phase_span
+from tracer.analysis.weights import FULL, trace_weight
 from tracer.spans.model import Span
 
 __all__ = ["BATCH", "Answer", "ShapeBatcher", "Ticket", "batching"]
@@ -78,8 +80,9 @@ _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
 #: The fields in the key by value (``shapes.FIELDS``).
 _STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
-#: The fields a trace takes the scalar path for when a span carries one (``FIELDS``).
-_SCALAR_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "scalar"]
+#: The fields only a trace's weight reads (``FIELDS``): when a span carries one, or the
+#: root a sampler's attribute, the weight is worked out per trace, as the scalar path does.
+_WEIGHT_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "weight"]
 _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 _NO_TOKENS: _Tokens = (None, None, None, None)
@@ -93,12 +96,19 @@ def batching() -> bool:
 
 class Ticket(NamedTuple):
     """What :meth:`ShapeBatcher.ticket` works out for a trace: its shape, its times
-    and marks as machine words, which spans have marks, its token counts."""
+    and marks as machine words, which spans have marks, its token counts, and whether
+    the batch could give it back."""
 
     shape: Shape
     times: bytes
     has: bytes
     tokens: _Tokens
+    #: the batch cannot give the trace back (its spans need not be kept)
+    settled: bool
+    #: what the trace stands for and whether that is known (weights.trace_weight)
+    weight: tuple[float, bool]
+    #: the P/D coordinator's own time to first token (phases.coordinator_ttft_ns)
+    coordinator_ttft: int | None
 
 
 #: :meth:`ShapeBatcher.ticket`'s answer: a ticket, False (the scalar path attributes
@@ -149,8 +159,10 @@ class ShapeBatcher:
         shape.times += ticket.times  # a copy of machine words: no span is touched
         shape.has.extend(ticket.has)
         shape.tokens.append(ticket.tokens)
+        shape.weights.append(ticket.weight)
+        shape.coordinator_ttfts.append(ticket.coordinator_ttft)
         # Its spans are kept only while the batch may give the trace back (or retime it).
-        keep = self.projection is not None or not _settled(shape, spans)
+        keep = self.projection is not None or not ticket.settled
         shape.spans.append(spans if keep else None)
         self._queued += 1
         if len(shape.ids) >= self._batch:
@@ -166,9 +178,6 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        for carried in _SCALAR_FIELDS:
-            if any(map(carried, spans)):
-                return False
         # n <= MAX_SPANS: the positions outlast the ids
         index = dict(zip(map(_SPAN_ID, spans), _POSITIONS, strict=False))
         if len(index) != n:
@@ -193,27 +202,46 @@ class ShapeBatcher:
         if entry is SCALAR:
             return False
         shape = cast(Shape, entry)
+        starts, ends = list(map(_START, spans)), list(map(_END, spans))
         marks = list(map(_MARK, spans))  # None where a span has no mark
         has = bytes(map(is_not, marks, repeat(None)))
+        filled = [0 if m is None else m for m in marks]
         try:
             if phases:
                 times = shape.pack(
-                    *map(_START, spans),
+                    *starts,
                     *[lo for _, lo, _ in phases],
-                    *map(_END, spans),
+                    *ends,
                     *[hi for _, _, hi in phases],
-                    *[0 if m is None else m for m in marks],
+                    *filled,
                     *repeat(0, len(phases)),
                 )
                 has += bytes(len(phases))
             else:
-                times = shape.pack(
-                    *map(_START, spans), *map(_END, spans), *[0 if m is None else m for m in marks]
-                )
+                times = shape.pack(*starts, *ends, *filled)
         except struct.error:  # a time or mark past int64 (Python's ints hold any)
             return False
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
-        return Ticket(shape, times, has, tokens)
+        weight = (
+            trace_weight(spans, spans[shape.root])
+            if shape.sampled or any(any(map(f, spans)) for f in _WEIGHT_FIELDS)
+            else FULL
+        )
+        # Whether the batch cannot give this trace back: every remote child lies inside
+        # its parent's time (fix_clocks then only widens ends, and a child inside is
+        # never skewed) and no time or mark is too wide for the arrays.
+        settled = (
+            -_LIMIT < min(starts)
+            and max(ends) < _LIMIT
+            and -_LIMIT < min(ends)
+            and max(starts) < _LIMIT
+            and -_LIMIT < min(filled)
+            and max(filled) < _LIMIT
+            and all(starts[c] >= starts[p] and ends[c] <= ends[p] for p, c in shape.nested)
+        )
+        c = shape.coordinator
+        coordinator = None if c < 0 else coordinator_ttft_ns(spans[c])
+        return Ticket(shape, times, has, tokens, settled, weight, coordinator)
 
     def flush(self) -> None:
         """Attribute every queued trace."""
@@ -268,8 +296,8 @@ class ShapeBatcher:
 
     def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
         """Attribute the traces ``which`` of a batch the scalar way (their spans were
-        kept: :func:`_settled`)."""
-        ids, seqs, last_ends, splits, _, spans = rows
+        kept: :attr:`Ticket.settled`)."""
+        ids, seqs, last_ends, splits, _, spans, _, _ = rows
         for r in which.tolist():
             kept = spans[r]
             if kept is None:
@@ -282,8 +310,10 @@ class ShapeBatcher:
         self._queued -= b
         ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
         tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
+        weights, coordinator = shape.weights, shape.coordinator_ttfts
         shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
         shape.tokens, shape.spans, shape.times, shape.has = [], [], bytearray(), bytearray()
+        shape.weights, shape.coordinator_ttfts = [], []
         # Each trace's row: its starts, then its ends, then its marks.
         at = np.frombuffer(times, np.int64).reshape(b, 3, n)
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
@@ -291,7 +321,16 @@ class ShapeBatcher:
         # Past 2**62 a sum or difference could leave int64: those traces go below.
         # (Not np.abs: it leaves -2**63 negative.)
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
-        rows: tuple[list, ...] = (ids, seqs, last_ends, splits, tokens, spans)
+        rows: tuple[list, ...] = (
+            ids,
+            seqs,
+            last_ends,
+            splits,
+            tokens,
+            spans,
+            weights,
+            coordinator,
+        )
         if wide.any():
             self._give_back(rows, np.nonzero(wide)[0])
             rest = np.nonzero(~wide)[0]
@@ -309,7 +348,7 @@ class ShapeBatcher:
                 return
             start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
             rows = _pick(rows, keep)
-        ids, seqs, last_ends, splits, tokens, spans = rows
+        ids, seqs, last_ends, splits, tokens, spans, weights, coordinator = rows
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -375,6 +414,8 @@ class ShapeBatcher:
             ttft_groups=None if ttft_own is None else sums(ttft_own, shape.group_of, width),
             hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
             projected=projected,
+            weights=weights,
+            coordinator_ttft=coordinator,
         )
 
     @staticmethod
@@ -390,23 +431,6 @@ class ShapeBatcher:
             phase_span(spans[e], sub, start[k], end[k])
             for k, (e, sub) in enumerate(shape.phases, first)
         ]
-
-
-def _settled(shape: Shape, spans: list[Span]) -> bool:
-    """Whether the batch cannot give this trace back: every remote child lies inside its
-    parent's time (``fix_clocks`` then only widens ends, and a child inside is never
-    skewed) and no time or mark is too wide for the arrays."""
-    for p, c in shape.nested:
-        parent, child = spans[p], spans[c]
-        if child.start_ns < parent.start_ns or child.end_ns > parent.end_ns:
-            return False
-    for s in spans:
-        mark = s.first_token_ns
-        if not (-_LIMIT < s.start_ns < _LIMIT and -_LIMIT < s.end_ns < _LIMIT):
-            return False
-        if mark is not None and not -_LIMIT < mark < _LIMIT:
-            return False
-    return True
 
 
 def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:

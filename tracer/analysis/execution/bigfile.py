@@ -21,13 +21,11 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from tracer._errors import ConfigError, HoptraceError
-from tracer.analysis._table import Projected, TraceTable
+from tracer._errors import HoptraceError
+from tracer.analysis._table import TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
-from tracer.analysis.breakdown import GROUP_BY
 from tracer.analysis.execution.parallel import gc_paused
+from tracer.analysis.execution.parallel import workers as worker_count
 from tracer.analysis.execution.stream import (
     Attributor,
     LineTally,
@@ -36,11 +34,18 @@ from tracer.analysis.execution.stream import (
     stream_store,
     window_spans,
 )
-from tracer.analysis.prepare import PreparedTrace, StageMap
-from tracer.analysis.traceset import TraceFilter
+from tracer.analysis.loaders.files import is_otlp_lines
+from tracer.analysis.query import Query
 from tracer.spans.model import Warnings
 
-__all__ = ["MIN_BYTES", "analyze_files", "analyze_store", "eligible", "merge_partitions"]
+__all__ = [
+    "MIN_BYTES",
+    "analyze_files",
+    "analyze_store",
+    "attributor",
+    "eligible",
+    "merge_partitions",
+]
 
 MIN_BYTES = 64 * 1024 * 1024  # below this, forking costs more than it saves
 
@@ -62,22 +67,20 @@ def eligible(paths: Sequence[Path], min_bytes: int | None = None) -> bool:
             return False
     except OSError:
         return False
-    for path in paths:  # told by the content, as the loaders do: any name
-        if not path.is_file():
-            return False
-        try:
-            with open(path, "rb") as fh:
-                head = fh.read(4)
-                fh.seek(0)
-                first = fh.readline(64 * 1024 * 1024)
-            if head.startswith((b"SQLi", b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
-                return False
-            obj = orjson.loads(first)
-        except (OSError, orjson.JSONDecodeError):
-            return False
-        if not isinstance(obj, dict) or "resourceSpans" not in obj:
-            return False
-    return True
+    # Told by the content, as the loaders do: any name.
+    return all(p.is_file() and is_otlp_lines(p) for p in paths)
+
+
+def attributor(query: Query) -> Attributor:
+    """An :class:`Attributor` for what ``query`` asks: its grouping, stage map,
+    filters, split and what-if."""
+    return Attributor(
+        query.group_by,
+        query.stage_map,
+        query.keep,
+        split_by=query.split_by,
+        projection=query.projection,
+    )
 
 
 def _ranges(paths: Sequence[Path], workers: int) -> list[list[Range]]:
@@ -136,37 +139,27 @@ def _worker(conn: Any, ranges: list[Range], attribute: Attributor, window: int, 
 
 def analyze_files(
     paths: Sequence[Path],
-    group_by: str,
-    stage_map: StageMap | None,
-    workers: int,
-    selection: TraceFilter | None = None,
+    query: Query,
     progress: Callable[[str, int, int], None] | None = None,
-    window: int | None = None,
-    *,
-    split_by: str | None = None,
-    projection: Callable[[PreparedTrace], Projected] | None = None,
-    exact_traces: int | None = None,
 ) -> Analysis:
-    """Stream and attribute ``paths`` on ``workers`` processes; see the module docstring.
+    """Stream and attribute ``paths`` on ``query.workers`` processes (else
+    ``HOPTRACE_WORKERS``, else one per CPU); see the module docstring.
 
-    ``selection`` keeps whole traces, as in :func:`~tracer.analysis.load`; ``window``
-    is the streaming window in spans (:func:`~tracer.analysis.execution.stream.window_spans`);
-    ``split_by``, ``projection`` and ``exact_traces`` are as in
-    :func:`~tracer.analysis.analyze`.
+    The query's filters keep whole traces, as in :func:`~tracer.analysis.load`;
+    ``query.window_spans`` is the streaming window
+    (:func:`~tracer.analysis.execution.stream.window_spans`); the split, what-if and
+    exact limit are as in :func:`~tracer.analysis.analyze`.
     ``progress(phase, done, total)`` is called about ten times a second while reading
     (bytes), then once when joining and aggregating.
 
     Raises:
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a worker failed.
-        ConfigError: a bad window or ``group_by``.
+        ConfigError: a bad window or worker count.
     """
-    if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    attribute = Attributor(
-        group_by, stage_map, selection or TraceFilter(), split_by=split_by, projection=projection
-    )
-    size = window_spans(window)
+    attribute = attributor(query)
+    size = window_spans(query.window_spans)
+    workers = worker_count(query.workers)
     names = [str(p) for p in paths]
     if workers < 2:
         plan = [[(i, name, 0, Path(name).stat().st_size) for i, name in enumerate(names)]]
@@ -190,7 +183,7 @@ def analyze_files(
         table, loaded = merge_partitions(plan, parts, names)
         attribute.table = table
         join_parts(table, names, attribute)
-        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
+        return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 
 
 def merge_partitions(
@@ -216,34 +209,20 @@ def merge_partitions(
     return table, loaded
 
 
-def analyze_store(
-    path: Path,
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter | None = None,
-    *,
-    split_by: str | None = None,
-    projection: Callable[[PreparedTrace], Projected] | None = None,
-    exact_traces: int | None = None,
-) -> Analysis:
+def analyze_store(path: Path, query: Query) -> Analysis:
     """Attribute the span store at ``path`` trace by trace (in trace-id order, read in
-    chunks), in this process; ``split_by``, ``projection`` and ``exact_traces`` as in
-    :func:`~tracer.analysis.analyze`.
+    chunks), in this process, as ``query`` asks (see :func:`analyze_files`).
 
     Raises:
         NoUsableDataError: no trace could be analysed.
         SourceError: not a span store.
-        ConfigError: an unknown ``group_by``.
     """
-    if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    selection = selection or TraceFilter()
-    attribute = Attributor(group_by, stage_map, selection, split_by=split_by, projection=projection)
+    attribute = attributor(query)
     loaded = Warnings()
     with gc_paused():
-        stream_store(str(path), selection.since_ns, attribute, loaded)
+        stream_store(str(path), query.since_ns, attribute, loaded)
         table = attribute.table
-        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
+        return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 
 
 def _fork(

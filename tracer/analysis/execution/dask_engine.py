@@ -41,22 +41,26 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import ConfigError, HoptraceError, SourceError
-from tracer.analysis._table import Projected, TraceTable
+from tracer.analysis._table import TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
-from tracer.analysis.breakdown import GROUP_BY
-from tracer.analysis.execution.bigfile import Range, _partition, _ranges, merge_partitions
+from tracer.analysis.execution.bigfile import (
+    Range,
+    _partition,
+    _ranges,
+    attributor,
+    merge_partitions,
+)
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.execution.parallel import workers as worker_count
 from tracer.analysis.execution.stream import (
-    Attributor,
     LineTally,
     attribute_parts,
     stream_store,
     window_spans,
 )
 from tracer.analysis.loaders._http import Fetched
-from tracer.analysis.prepare import PreparedTrace, StageMap
-from tracer.analysis.traceset import TraceFilter, TraceSet
+from tracer.analysis.query import Query
+from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
 __all__ = [
@@ -80,15 +84,6 @@ DASK_MISSING = "--engine dask needs Dask, which is not installed: pip install 'h
 
 #: ``progress(phase, done, total)``, as :data:`tracer.analysis.execution.pipeline.Progress`.
 Progress = Callable[[str, int, int], None]
-#: What each task attributes with: (group_by, stage map, selection, split_by, projection).
-How = tuple[
-    str, StageMap | None, TraceFilter, str | None, Callable[[PreparedTrace], Projected] | None
-]
-
-
-def _attributor(how: How) -> Attributor:
-    group_by, stage_map, selection, split_by, projection = how
-    return Attributor(group_by, stage_map, selection, split_by=split_by, projection=projection)
 
 
 @contextlib.contextmanager
@@ -188,19 +183,20 @@ def _gather(
 
 
 def _read_files(
-    ranges: list[Range], how: How, window: int
+    ranges: list[Range], query: Query, window: int
 ) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
-    """A task: stream ``ranges`` into a fresh table (on a worker)."""
+    """A task: stream ``ranges`` into a fresh table (on a worker), as ``query`` asks
+    (its filters' instant was fixed in the client)."""
     try:
         with gc_paused():
-            return _partition(ranges, _attributor(how), window, None)
+            return _partition(ranges, attributor(query), window, None)
     except OSError as exc:
         raise SourceError(_unreadable(exc)) from None
 
 
-def _join(parts: dict[str, list[tuple[int, int]]], names: list[str], how: How) -> TraceTable:
+def _join(parts: dict[str, list[tuple[int, int]]], names: list[str], query: Query) -> TraceTable:
     """A task: read again the parts of these traces and attribute each whole."""
-    attribute = _attributor(how)
+    attribute = attributor(query)
     try:
         with gc_paused():
             attribute_parts(parts, names, attribute)
@@ -210,15 +206,15 @@ def _join(parts: dict[str, list[tuple[int, int]]], names: list[str], how: How) -
 
 
 def _read_store(
-    path: str, bounds: tuple[str | None, str | None], how: How
+    path: str, bounds: tuple[str | None, str | None], query: Query
 ) -> tuple[TraceTable, Warnings]:
     """A task: stream the traces of the store with ids in ``bounds`` (on a worker)."""
     if not Path(path).is_file():
         raise SourceError(f"a Dask worker cannot read the span store {path!r}: {_SAME_PATH}")
-    attribute = _attributor(how)
+    attribute = attributor(query)
     loaded = Warnings()
     with gc_paused():
-        stream_store(path, attribute.selection.since_ns, attribute, loaded, bounds)
+        stream_store(path, query.since_ns, attribute, loaded, bounds)
     return attribute.table, loaded
 
 
@@ -239,44 +235,33 @@ def _shuffle(parts: dict[str, list[tuple[int, int]]], tasks: int) -> list[dict]:
 
 def analyze_files(
     paths: Sequence[Path],
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter | None = None,
+    query: Query,
     progress: Progress | None = None,
-    window: int | None = None,
     *,
-    scheduler: str | None = None,
-    workers: int | None = None,
     partition_bytes: int = PARTITION_BYTES,
-    split_by: str | None = None,
-    projection: Callable[[PreparedTrace], Projected] | None = None,
-    exact_traces: int | None = None,
 ) -> Analysis:
-    """Attribute the OTLP JSON-lines files ``paths`` on Dask; see the module docstring.
-    ``split_by``, ``projection`` and ``exact_traces`` are as in
-    :func:`~tracer.analysis.analyze` (the projection is sent to the workers).
+    """Attribute the OTLP JSON-lines files ``paths`` on Dask as ``query`` asks (sent
+    to the workers, what-if included); see the module docstring. The scheduler is
+    ``query.scheduler``, else a local cluster of ``query.workers`` processes.
 
     ``progress`` hears ``("reading", bytes done, bytes)`` as partitions finish, then
     ``("joining", n, n)`` with the number of traces that had several parts.
 
     Raises:
-        ConfigError: no Dask, an unreachable scheduler, a bad ``group_by`` or window.
+        ConfigError: no Dask, an unreachable scheduler, or a bad window.
         SourceError: a worker cannot read a file.
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a task failed.
     """
-    if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
     if partition_bytes < 1:
         raise ConfigError(f"partition_bytes must be positive, got {partition_bytes!r}")
-    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
-    size = window_spans(window)
+    size = window_spans(query.window_spans)
     names = [str(p) for p in paths]
     total = sum(p.stat().st_size for p in paths)
-    with connect(scheduler, workers) as client:
+    with connect(query.scheduler, query.workers) as client:
         threads = _threads(client)
         plan = _ranges(paths, max(threads, -(-total // partition_bytes)))
-        futures = client.map(_read_files, plan, how=how, window=size, pure=False)
+        futures = client.map(_read_files, plan, query=query, window=size, pure=False)
         sizes = [sum(hi - lo for _, _, lo, hi in ranges) for ranges in plan]
         with gc_paused():
             table, loaded = merge_partitions(plan, _gather(client, futures, sizes, progress), names)
@@ -286,10 +271,10 @@ def analyze_files(
             if parts:
                 table.drop(set(parts))
                 groups = _shuffle(parts, threads)
-                joins = client.map(_join, groups, names=names, how=how, pure=False)
+                joins = client.map(_join, groups, names=names, query=query, pure=False)
                 for joined in _gather(client, joins, [len(g) for g in groups], None):
                     table.merge(joined)
-    return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
+    return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 
 
 def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]:
@@ -303,45 +288,31 @@ def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]
     return list(zip(edges, edges[1:], strict=False))
 
 
-def analyze_store(
-    path: Path,
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter | None = None,
-    progress: Progress | None = None,
-    *,
-    scheduler: str | None = None,
-    workers: int | None = None,
-    split_by: str | None = None,
-    projection: Callable[[PreparedTrace], Projected] | None = None,
-    exact_traces: int | None = None,
-) -> Analysis:
-    """Attribute the span store at ``path`` on Dask, one task per trace-id range;
-    ``progress`` hears ``("attributing", ranges done, ranges)``; the other keywords
-    as in :func:`analyze_files`.
+def analyze_store(path: Path, query: Query, progress: Progress | None = None) -> Analysis:
+    """Attribute the span store at ``path`` on Dask as ``query`` asks, one task per
+    trace-id range; ``progress`` hears ``("attributing", ranges done, ranges)``.
 
     Raises:
-        ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
+        ConfigError: no Dask or an unreachable scheduler.
         SourceError: a worker cannot read the store.
         NoUsableDataError: no trace could be analysed.
     """
-    if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
-    with connect(scheduler, workers) as client:
+    with connect(query.scheduler, query.workers) as client:
         bounds = _store_bounds(path, _threads(client) * STORE_PARTS_PER_WORKER)
-        futures = client.map(_read_store, [str(path)] * len(bounds), bounds, how=how, pure=False)
+        futures = client.map(
+            _read_store, [str(path)] * len(bounds), bounds, query=query, pure=False
+        )
         results = _gather(client, futures, [1] * len(bounds), progress, "attributing")
     table, loaded = TraceTable(), Warnings()
     with gc_paused():
         for part, warnings in results:  # in trace-id order, as one reader would go
             table.merge(part)
             loaded.merge(warnings)
-        return aggregate_table(table, group_by, loaded, table.tally(), exact_traces)
+        return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 
 
 def _read_tempo(
-    url: str, ids: list[str], first_seq: int, how: How, headers: dict[str, str]
+    url: str, ids: list[str], first_seq: int, query: Query, headers: dict[str, str]
 ) -> tuple[TraceTable, Warnings, list[Fetched]]:
     """A task: fetch these traces from Tempo by id and attribute them (on a worker); the
     ones that could not be read are returned for the client to count."""
@@ -349,7 +320,7 @@ def _read_tempo(
 
     found = TraceSet()
     problems = fetch_tempo(url, found, ids, headers=headers)
-    attribute = _attributor(how)
+    attribute = attributor(query)
     place = {tid: first_seq + n for n, tid in enumerate(ids)}  # the search's order
     with gc_paused():
         for trace_id in sorted(found.traces, key=place.__getitem__):
@@ -359,30 +330,19 @@ def _read_tempo(
 
 def analyze_tempo(
     url: str,
-    group_by: str,
-    stage_map: StageMap | None,
-    selection: TraceFilter | None = None,
+    query: Query,
     progress: Progress | None = None,
     *,
-    service: str | None = None,
-    operation: str | None = None,
-    query: str | None = None,
-    lookback_s: float = 3600.0,
-    limit: int | None = None,
-    scheduler: str | None = None,
-    workers: int | None = None,
     per_task: int = FETCH_PER_TASK,
-    split_by: str | None = None,
-    projection: Callable[[PreparedTrace], Projected] | None = None,
-    exact_traces: int | None = None,
 ) -> Analysis:
     """Search the Tempo at ``url`` here and fetch and attribute the traces found on Dask
-    (see the module docstring); the search keywords as in
-    :func:`~tracer.analysis.loaders.tempo.load_tempo`, the rest as in
-    :func:`analyze_files`. ``progress`` hears ``("fetching", traces done, traces)``.
+    (see the module docstring); the search is ``query``'s, as
+    :func:`~tracer.analysis.loaders.tempo.load_tempo` makes it (TraceQL, service and
+    operation, since, limit), the rest as in :func:`analyze_files`. ``progress`` hears
+    ``("fetching", traces done, traces)``.
 
     Raises:
-        ConfigError: no Dask, an unreachable scheduler, or a bad ``group_by``.
+        ConfigError: no Dask or an unreachable scheduler.
         SourceError: Tempo does not answer, or refuses the search.
         NoUsableDataError: no trace could be analysed.
         HoptraceError: a task failed.
@@ -390,26 +350,23 @@ def analyze_tempo(
     from tracer.analysis.loaders._http import backend_access, note_problems
     from tracer.analysis.loaders.tempo import search_tempo
 
-    if group_by not in GROUP_BY:
-        raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
-    how: How = (group_by, stage_map, selection or TraceFilter(), split_by, projection)
     # Credentials and HOPTRACE_BACKEND_HEADERS are read here and sent to the tasks.
     url, headers = backend_access(url)
     loaded = TraceSet()
     ids = search_tempo(
         url,
         loaded.warnings,
-        service=service,
-        operation=operation,
-        query=query,
-        lookback_s=lookback_s,
-        limit=limit,
+        service=query.service,
+        operation=query.operation,
+        query=query.traceql,
+        lookback_s=query.lookback_s,
+        limit=query.limit,
         headers=headers,
     )
     table = TraceTable()
     problems: list[Fetched] = []
     if ids:
-        with connect(scheduler, workers) as client:
+        with connect(query.scheduler, query.workers) as client:
             tasks = max(_threads(client), -(-len(ids) // max(1, per_task)))
             step = -(-len(ids) // tasks)
             chunks = [ids[i : i + step] for i in range(0, len(ids), step)]
@@ -419,7 +376,7 @@ def analyze_tempo(
                 [url] * len(chunks),
                 chunks,
                 starts,
-                how=how,
+                query=query,
                 headers=headers,
                 pure=False,
             )
@@ -430,4 +387,6 @@ def analyze_tempo(
                 loaded.warnings.merge(warnings)
                 problems.extend(bad)
     note_problems(loaded, problems, f"Tempo at {url.rstrip('/')}", len(ids))
-    return aggregate_table(table, group_by, loaded.warnings, table.tally(), exact_traces)
+    return aggregate_table(
+        table, query.group_by, loaded.warnings, table.tally(), query.exact_traces
+    )

@@ -11,13 +11,15 @@ decisions read, not written beside them:
 - every field of a span is in :data:`FIELDS`, which says how the batches treat it: in
   the key by value (service, name, kind, stage: every trace's stage resolution reads
   them), in the key when a decision read it (status), the tree (ids), a column the
-  batch reads per trace (times, marks), or kept from the batches (the trace state: a
-  sampled trace's weight is read on the scalar path); a test checks that ``Span`` has
-  no other field, so a new one cannot be left out;
+  batch reads per trace (times, marks), or read per trace for the trace's weight only
+  (the trace state, by :func:`~tracer.analysis.weights.trace_weight`, the function the
+  scalar path calls: a shape whose decisions read it is left to the scalar path); a
+  test checks that ``Span`` has no other field, so a new one cannot be left out;
 - an attribute's presence is in the key; its value is in the key when a decision read
   it, unless the batch reads it per trace through the same function the scalar path
   calls (token counts, :data:`~tracer.analysis.breakdown.TOKEN_KEYS`; engine phases,
-  :data:`~tracer.analysis.phases.PHASE_KEYS`).
+  :data:`~tracer.analysis.phases.PHASE_KEYS`; a P/D coordinator's own time to first
+  token, :data:`~tracer.analysis.phases.COORDINATOR_KEYS`).
 
 A trace of the same key makes the same decisions: the scalar path is deterministic,
 and it read nothing else that could send it another way. The times that steer it are
@@ -42,7 +44,7 @@ from tracer.analysis.breakdown import (
     token_carriers,
     token_plan,
 )
-from tracer.analysis.phases import PHASE_KEYS, engine_intervals
+from tracer.analysis.phases import COORDINATOR_KEYS, PHASE_KEYS, engine_intervals
 from tracer.analysis.prepare import StageMap, prepare
 from tracer.analysis.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 #: How the batches treat each field of a span.
-FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace", "scalar"]] = {
+FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace", "weight"]] = {
     "trace_id": "trace",  # the trace's own id
     "span_id": "tree",  # the parents in the key
     "parent_id": "tree",
@@ -75,12 +77,12 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
     "end_ns": "column",
     "first_token_ns": "column",
     "attributes": "attributes",  # keys in the key; values as the module docstring says
-    # a trace whose spans carry one is given to the scalar path (batches.ticket): its
-    # weight (a sampler's threshold) is read there (analysis/weights.py)
-    "trace_state": "scalar",
+    # read per trace by weights.trace_weight, the function the scalar path calls (a
+    # sampler's threshold); a shape whose decisions read it takes the scalar path
+    "trace_state": "weight",
 }
 #: The attributes whose values the batch reads per trace, as the scalar path does.
-PER_TRACE = TOKEN_KEYS | PHASE_KEYS
+PER_TRACE = TOKEN_KEYS | PHASE_KEYS | COORDINATOR_KEYS
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 #: Children of one span taken: the batch walk compares every pair of siblings (a
@@ -128,6 +130,10 @@ class Shape:
     phases: list[tuple[int, str]]
     #: a trace's starts, ends and marks (0: none) as n int64 each, in machine order
     pack: Callable[..., bytes]
+    #: the root carries a sampler's attribute (the attribute keys are in the key)
+    sampled: bool = False
+    #: the P/D coordinator span whose own time to first token is read per trace, or -1
+    coordinator: int = -1
     ids: list[str] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     last_ends: list[int] = field(default_factory=list)
@@ -139,6 +145,10 @@ class Shape:
     times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
     spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
+    #: per trace: what it stands for and whether that is known (weights.trace_weight)
+    weights: list[tuple[float, bool]] = field(default_factory=list)
+    #: per trace: the coordinator's own time to first token (phases.coordinator_ttft_ns)
+    coordinator_ttfts: list[int | None] = field(default_factory=list)
 
 
 @dataclass
@@ -165,7 +175,9 @@ class ByPhases:
 Slot: TypeAlias = tuple[int, str, str]
 #: A learned shape, the value slots its decisions read, and its engine spans.
 Learned: TypeAlias = tuple[Shape, list[Slot], list[tuple[int, int]]]
-_READ = frozenset(name for name, how in FIELDS.items() if how == "read")
+_READ = frozenset(name for name, how in FIELDS.items() if how in ("read", "weight"))
+#: The fields only the weight reads: a decision that reads one makes the shape scalar.
+_WEIGHT_FIELDS = frozenset((name, "") for name, how in FIELDS.items() if how == "weight")
 
 
 def values_at(slots: list[Slot], spans: list[Span]) -> tuple[str, ...]:
@@ -260,13 +272,11 @@ def learn(
     trace = prepare(trace_id, reading, issues, stage_map)
     if trace is None or len(trace.order) - trace.synthetic != len(spans):
         return SCALAR  # a cycle: decided by the shape
-    if trace.coordinator >= 0:
-        return SCALAR  # a P/D coordinator's own time to first token: read per trace
     if issues.any:
         return None  # clock skew in this trace: times, not the shape
-    if not SAMPLING_KEYS.isdisjoint(spans[trace.root].attributes):
-        return SCALAR  # a sampled trace: its weight is read on the scalar path
     break_down(trace, group_by)  # what the row's decisions read, too
+    if any(not _WEIGHT_FIELDS.isdisjoint(r) for r in read):
+        return SCALAR  # a decision read what the batches read only for the weight
     n = len(trace.spans)
     engines = trace.engines or []
     if any(spans[e].kind == KIND_CLIENT for e, _ in engines):
@@ -333,6 +343,8 @@ def learn(
         hop=list(trace.hop),
         blocking=trace.blocking,
         pack=struct.Struct(f"{3 * n}q").pack,
+        sampled=not SAMPLING_KEYS.isdisjoint(spans[root].attributes),
+        coordinator=trace.coordinator,
         nested=[
             (p, c)
             for p, remote, _, exempt in edges

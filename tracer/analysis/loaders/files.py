@@ -21,7 +21,7 @@ from tracer.spans._otlp_lines import traces_from_otlp_line
 from tracer.spans.logs import LogTally, log_events_from_otlp_json
 from tracer.spans.otlp import spans_from_otlp_json
 
-__all__ = ["add_line", "add_object", "load_file", "load_stream"]
+__all__ = ["add_line", "add_object", "is_otlp_lines", "load_file", "load_stream"]
 
 
 def add_object(obj: Any, traceset: TraceSet, origin: str) -> bool:
@@ -95,6 +95,20 @@ def add_line(line: bytes, traceset: TraceSet, origin: str) -> int:
     except orjson.JSONDecodeError:
         return LINE_BAD
     return LINE_GOOD if add_object(obj, traceset, origin) else LINE_UNKNOWN
+
+
+def is_otlp_lines(path: Path) -> bool:
+    """True when the file at ``path`` is OTLP JSON lines: its first line is one OTLP
+    traces object (as a Collector's file exporter writes), with no byte-order mark."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(64 * 1024 * 1024)
+        if first.startswith((b"SQLi", b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")):
+            return False
+        obj = orjson.loads(first)
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(obj, dict) and "resourceSpans" in obj
 
 
 def _decode_text(data: bytes) -> bytes:
