@@ -243,10 +243,6 @@ def aggregate_columns(
     groups = []
     ends = cols.group_entries.ends
     for k in present:
-        at = np.flatnonzero(keys == k)
-        column = np.zeros(n)
-        column[np.searchsorted(ends, at, side="right")] = values[at]  # (the rows of at)
-        column /= NS_PER_MS
         if w is None:
             exact_ttft = int(t_values[t_keys == k].sum())
             ttft: float | tuple[np.ndarray, np.ndarray] | None = (
@@ -257,7 +253,9 @@ def aggregate_columns(
             ttft_column = np.zeros(n)
             ttft_column[t_rows[t_keys == k]] = t_values[t_keys == k]
             ttft = (ttft_column, np.where(with_ttft, cols.ttft_ns, 0)) if ttft_sum > 0 else None
+        column = _group_column(ends, keys, values, k)
         groups.append(_group_stats(cols.group_names[k], column, e2e, tail, ttft, sketched, w))
+        del column  # (not held while the next one is made)
     del t_rows
     groups.sort(key=lambda s: (-s.share, s.name))
     _, h_keys, h_values = cols.hop_entries
@@ -271,44 +269,17 @@ def aggregate_columns(
         hop_iv = None if st.intervals is None else {f"{q}_ms": st.intervals[q] for q in _HOP_KEYS}
         hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90, hop_iv))
     hops.sort(key=lambda h: -h.mean_ms)
-    has_tokens = cols.input_tokens != _NONE
-    tokens = None
-    if has_tokens.any():
-        tin, tout = cols.input_tokens[has_tokens], cols.output_tokens[has_tokens]
-        models = {cols.strings[m] for m in np.unique(cols.model[has_tokens]).tolist()}
-        tw = None if w is None else w[has_tokens]
-        means = (
-            None if tw is None else {"input_mean": ratio(tw, tin), "output_mean": ratio(tw, tout)}
-        )
-        tokens = TokenStats(
-            requests=int(has_tokens.sum()),
-            input_mean=float(np.mean(tin)) if means is None else means["input_mean"][0],
-            output_mean=float(np.mean(tout)) if means is None else means["output_mean"][0],
-            models=tuple(sorted(m for m in models if m)),
-            input_total=int(tin.sum()) if tw is None else round(float(np.dot(tw, tin))),
-            output_total=int(tout.sum()) if tw is None else round(float(np.dot(tw, tout))),
-            intervals=None if means is None else {k: v[1] for k, v in means.items()},
-        )
-    with_model_ttft = cols.model_ttft_ns != _NONE
-    model_ttft = cols.model_ttft_ns[with_model_ttft] / NS_PER_MS
-    with_coordinator = cols.coordinator_ttft_ns != _NONE
-    coordinator = cols.coordinator_ttft_ns[with_coordinator] / NS_PER_MS
+    del tail
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
         group_by=group_by,
         e2e=stats(e2e, sketched, w),
-        ttft=stats(
-            cols.ttft_ns[with_ttft] / NS_PER_MS, sketched, None if w is None else w[with_ttft]
-        )
-        if with_ttft.any()
-        else None,
-        model_ttft=stats(model_ttft, sketched, None if w is None else w[with_model_ttft])
-        if model_ttft.size
-        else None,
+        ttft=_stats_where_set(cols.ttft_ns, sketched, w),
+        model_ttft=_stats_where_set(cols.model_ttft_ns, sketched, w),
         groups=tuple(groups),
         hops=tuple(hops),
-        tokens=tokens,
+        tokens=_tokens(cols, w),
         warnings=warnings,
         exemplars=_exemplars(cols, e2e, sketched),
         columns=cols,
@@ -317,10 +288,46 @@ def aggregate_columns(
         split_parts=split_parts,
         sketched=sketched,
         cache=cache_stats(cols),
-        coordinator_ttft=stats(coordinator, sketched, None if w is None else w[with_coordinator])
-        if coordinator.size
-        else None,
+        coordinator_ttft=_stats_where_set(cols.coordinator_ttft_ns, sketched, w),
         sample=sample,
+    )
+
+
+def _group_column(ends: np.ndarray, keys: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:
+    """Each row's time (ms) in name ``k`` of sparse rows (``ends``, ``keys``, ``values``),
+    0 where it has none."""
+    at = np.flatnonzero(keys == k)
+    column = np.zeros(ends.size)
+    column[np.searchsorted(ends, at, side="right")] = values[at]  # (the rows of at)
+    column /= NS_PER_MS
+    return column
+
+
+def _stats_where_set(column_ns: np.ndarray, sketched: bool, w: np.ndarray | None) -> Stats | None:
+    """:func:`stats` in ms of the rows where ``column_ns`` is set; None when none is."""
+    mine = column_ns != _NONE
+    if not mine.any():
+        return None
+    return stats(column_ns[mine] / NS_PER_MS, sketched, None if w is None else w[mine])
+
+
+def _tokens(cols: Columns, w: np.ndarray | None) -> TokenStats | None:
+    """Token counts of the rows that have them; None when none has."""
+    has_tokens = cols.input_tokens != _NONE
+    if not has_tokens.any():
+        return None
+    tin, tout = cols.input_tokens[has_tokens], cols.output_tokens[has_tokens]
+    models = {cols.strings[m] for m in np.unique(cols.model[has_tokens]).tolist()}
+    tw = None if w is None else w[has_tokens]
+    means = None if tw is None else {"input_mean": ratio(tw, tin), "output_mean": ratio(tw, tout)}
+    return TokenStats(
+        requests=int(has_tokens.sum()),
+        input_mean=float(np.mean(tin)) if means is None else means["input_mean"][0],
+        output_mean=float(np.mean(tout)) if means is None else means["output_mean"][0],
+        models=tuple(sorted(m for m in models if m)),
+        input_total=int(tin.sum()) if tw is None else round(float(np.dot(tw, tin))),
+        output_total=int(tout.sum()) if tw is None else round(float(np.dot(tw, tout))),
+        intervals=None if means is None else {k: v[1] for k, v in means.items()},
     )
 
 
