@@ -60,7 +60,17 @@ class IdStore:
         self.raw += raw
 
     def extend(self, trace_ids: Iterable[str]) -> None:
-        for t in trace_ids:
+        ids = list(trace_ids)
+        joined = "".join(ids)
+        if all(len(t) == 2 * WIDTH for t in ids) and (joined.islower() or joined.isdigit()):
+            try:  # the usual batch: every id canonical, packed in one call
+                raw = bytes.fromhex(joined)
+            except ValueError:
+                raw = b""
+            if len(raw) == WIDTH * len(ids):
+                self.raw += raw
+                return
+        for t in ids:
             self.append(t)
 
     def merge(self, other: IdStore) -> None:
