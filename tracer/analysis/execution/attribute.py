@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, contains
 
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
@@ -18,13 +20,17 @@ __all__ = ["NONE", "Attributor", "split_value"]
 
 #: The value of traces that do not carry the attribute.
 NONE = "(none)"
+_ATTRIBUTES = attrgetter("attributes")
 
 
 def split_value(spans: list[Span], attribute: str) -> str:
     """The value of ``attribute`` on the earliest span that carries it, else :data:`NONE`."""
+    carries = list(map(contains, map(_ATTRIBUTES, spans), repeat(attribute)))
+    if True not in carries:  # most traces, for most attributes: without a step a span
+        return NONE
     best: Span | None = None
-    for s in spans:
-        if attribute in s.attributes and (best is None or s.start_ns < best.start_ns):
+    for s, has in zip(spans, carries, strict=True):
+        if has and (best is None or s.start_ns < best.start_ns):
             best = s
     if best is None:
         return NONE

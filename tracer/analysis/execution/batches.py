@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 from collections.abc import Callable
 from itertools import repeat
 from operator import attrgetter, eq, is_not
@@ -74,6 +75,12 @@ _NO = -1  # no time (a table column's None)
 #: sums and differences stay inside int64; a trace with one past it (or past int64,
 #: which Python's ints hold) takes the scalar path.
 _LIMIT = 2**62
+#: The high byte of each machine word, and the high bytes of words surely inside
+#: (-_LIMIT, _LIMIT): a trace whose words all have one is not too wide for ``_run``
+#: (a few just inside, from -2**62 to -2**62 + 2**56, count as wide: their spans are
+#: kept, which is always safe).
+_HIGH = 7 if sys.byteorder == "little" else 0
+_NARROW = bytes(range(0x40)) + bytes(range(0xC1, 0x100))
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 _MARK = attrgetter("first_token_ns")
 _SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
@@ -82,7 +89,12 @@ _STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
 _ATTRIBUTES = attrgetter("attributes")
 #: The fields only a trace's weight reads (``FIELDS``): when a span carries one, or the
 #: root a sampler's attribute, the weight is worked out per trace, as the scalar path does.
-_WEIGHT_FIELDS = [attrgetter(name) for name, how in FIELDS.items() if how == "weight"]
+_WEIGHT_NAMES = [name for name, how in FIELDS.items() if how == "weight"]
+_WEIGHTED: Callable[[Span], Any] = (
+    attrgetter(_WEIGHT_NAMES[0])
+    if len(_WEIGHT_NAMES) == 1
+    else lambda s: any(getattr(s, name) for name in _WEIGHT_NAMES)
+)
 _POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 _NO_TOKENS: _Tokens = (None, None, None, None)
@@ -224,21 +236,17 @@ class ShapeBatcher:
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
         weight = (
             trace_weight(spans, spans[shape.root])
-            if shape.sampled or any(any(map(f, spans)) for f in _WEIGHT_FIELDS)
+            if shape.sampled or any(map(_WEIGHTED, spans))
             else FULL
         )
-        # Whether the batch cannot give this trace back: every remote child lies inside
-        # its parent's time (fix_clocks then only widens ends, and a child inside is
-        # never skewed) and no time or mark is too wide for the arrays.
-        settled = (
-            -_LIMIT < min(starts)
-            and max(ends) < _LIMIT
-            and -_LIMIT < min(ends)
-            and max(starts) < _LIMIT
-            and -_LIMIT < min(filled)
-            and max(filled) < _LIMIT
-            and all(starts[c] >= starts[p] and ends[c] <= ends[p] for p, c in shape.nested)
-        )
+        # Whether the batch cannot give this trace back: no time or mark too wide for
+        # the arrays (see _NARROW) and every remote child inside its parent's time
+        # (fix_clocks then only widens ends, and a child inside is never skewed).
+        settled = not times[_HIGH::8].translate(None, _NARROW)
+        for p, c in shape.nested if settled else ():
+            if starts[c] < starts[p] or ends[c] > ends[p]:
+                settled = False
+                break
         c = shape.coordinator
         coordinator = None if c < 0 else coordinator_ttft_ns(spans[c])
         return Ticket(shape, times, has, tokens, settled, weight, coordinator)
