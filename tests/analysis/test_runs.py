@@ -163,3 +163,13 @@ def test_a_run_filter_that_matches_nothing_says_so_and_where_to_look(mixed_store
         "hoptrace: error: no trace matches --run 'nosuchrun'; hoptrace runs SOURCE lists "
         "the runs a source holds"
     )
+
+
+def test_a_since_that_matches_nothing_says_so_and_where_to_look(mixed_store):
+    """The store's traces are from long ago: --since 1h keeps none of them."""
+    proc = hoptrace("analyze", str(mixed_store), "--since", "1h")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        "hoptrace: error: no trace matches --since '1h'; hoptrace runs SOURCE lists "
+        "the runs a source holds"
+    )

@@ -462,6 +462,7 @@ def no_match(query: Any, exc: HoptraceError) -> HoptraceError:
             ("--run", query.run),
             ("--service", query.service),
             ("--operation", query.operation),
+            ("--since", query.since),
         )
         if value
     ]
