@@ -156,20 +156,17 @@ def test_compare_two_runs_of_one_source(request, source):
     assert "note:" not in proc.stderr
 
 
-def test_a_run_filter_that_matches_nothing_says_so_and_where_to_look(mixed_store):
-    proc = hoptrace("analyze", str(mixed_store), "--run", "nosuchrun")
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--run", "nosuchrun"),
+        ("--since", "1h"),  # the store's traces are from long ago: it keeps none
+    ],
+)
+def test_a_filter_that_matches_nothing_says_so_and_where_to_look(mixed_store, flag, value):
+    proc = hoptrace("analyze", str(mixed_store), flag, value)
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
-        "hoptrace: error: no trace matches --run 'nosuchrun'; hoptrace runs SOURCE lists "
-        "the runs a source holds"
-    )
-
-
-def test_a_since_that_matches_nothing_says_so_and_where_to_look(mixed_store):
-    """The store's traces are from long ago: --since 1h keeps none of them."""
-    proc = hoptrace("analyze", str(mixed_store), "--since", "1h")
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == (
-        "hoptrace: error: no trace matches --since '1h'; hoptrace runs SOURCE lists "
+        f"hoptrace: error: no trace matches {flag} {value!r}; hoptrace runs SOURCE lists "
         "the runs a source holds"
     )
