@@ -247,8 +247,8 @@ class ShapeBatcher:
             if starts[c] < starts[p] or ends[c] > ends[p]:
                 settled = False
                 break
-        c = shape.coordinator
-        coordinator = None if c < 0 else coordinator_ttft_ns(spans[c])
+        at = shape.coordinator
+        coordinator = None if at < 0 else coordinator_ttft_ns(spans[at])
         return Ticket(shape, times, has, tokens, settled, weight, coordinator)
 
     def flush(self) -> None:
