@@ -3,7 +3,6 @@ store to the analyzer; weights that cannot be known are counted and flagged."""
 
 from __future__ import annotations
 
-import base64
 import json
 import sqlite3
 from pathlib import Path
@@ -12,7 +11,6 @@ import msgspec
 import orjson
 import pytest
 from click.testing import CliRunner
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -21,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from collector import SpanStore
+from tests.collector.test_receiver import _otlp_json
 from tracer import attributes as attrs
 from tracer._json_export import encode
 from tracer._sampling import ConsistentProbabilitySampler
@@ -55,13 +54,7 @@ def test_protobuf_and_both_json_encoders_carry_the_trace_state():
     readable = _sdk_spans(0.5, 40)
     assert readable
     proto = list(spans_from_otlp_proto(encode_spans(readable), Warnings()))
-    body = MessageToDict(encode_spans(readable))  # the SDK's own JSON mapping
-    for rs in body["resourceSpans"]:
-        for ss in rs["scopeSpans"]:
-            for s in ss["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in s:
-                        s[key] = base64.b64decode(s[key]).hex()
+    body = _otlp_json(readable)  # the SDK's own JSON mapping, ids in hex
     from_json = list(spans_from_otlp_json(body, Warnings()))
     ours = list(spans_from_otlp_json(orjson.loads(encode(readable)), Warnings()))
     for spans in (proto, from_json, ours):
