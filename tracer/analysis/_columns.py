@@ -103,6 +103,8 @@ class _Sparse:
             keys = np.frombuffer(other.keys, other.keys.typecode)
             self.keys.frombytes(remap[keys].astype(self.keys.typecode).tobytes())
         self.values.extend(other.values)
+        # ``other`` is merged in and dropped: its arrays are freed now, not after the merge.
+        other.ends, other.keys, other.values = array("q"), array("H"), array(other.values.typecode)
 
     def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row of each entry, name index of each entry, value of each entry)."""

@@ -77,6 +77,7 @@ class IdStore:
         base = len(self)
         self.odd.update({base + r: t for r, t in other.odd.items()})
         self.raw += other.raw
+        other.raw, other.odd = bytearray(), {}  # merged in and dropped: freed now
 
     def __getitem__(self, row: int) -> str:
         t = self.odd.get(row)

@@ -246,11 +246,9 @@ class TraceTable:
             "_cached",
             "_coordinator_ttft",
         ):
-            getattr(self, name).extend(getattr(other, name))
-        self._seq.extend(other._seq)
-        self._last_end.extend(other._last_end)
-        self._weight.extend(other._weight)
-        self._unknown.extend(other._unknown)
+            _move(self, other, name)
+        for name in ("_seq", "_last_end", "_weight", "_unknown"):
+            _move(self, other, name)
         strings = np.array(
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
         )  # the last one maps -1 (no split value) to itself
@@ -434,6 +432,14 @@ class TraceTable:
             weight_unknown=unknown if unknown.any() else None,
             projected=projected,
         )
+
+
+def _move(table: TraceTable, other: TraceTable, name: str) -> None:
+    """Append ``other``'s column ``name`` to ``table``'s and free it there, so that a
+    merge holds one column twice at most."""
+    column = getattr(other, name)
+    getattr(table, name).extend(column)
+    setattr(other, name, bytearray() if type(column) is bytearray else array(column.typecode))
 
 
 class _Mark(NamedTuple):

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import HoptraceError
+from tracer.analysis._memory import trim_freed_memory
 from tracer.analysis._table import TraceTable
+from tracer.analysis._transfer import receive_table, send_table
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.execution.parallel import workers as worker_count
@@ -128,7 +130,9 @@ def _worker(conn: Any, ranges: list[Range], attribute: Attributor, window: int, 
 
     try:
         with gc_paused():
-            conn.send(("ok", *_partition(ranges, attribute, window, progress)))
+            table, loaded = _partition(ranges, attribute, window, progress)
+            trim_freed_memory(now=True)  # the window's freed spans, before the table crosses
+            send_table(conn, table, "ok", loaded)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
     finally:
@@ -258,6 +262,7 @@ def _fork(
                 progress("reading", min(read.value, total), total)
 
         mine = _partition(plan[0], attribute, window, tick)
+        trim_freed_memory(now=True)  # as the workers do, before their tables arrive
         if progress is not None:
             waiting = list(conns)
             while waiting:  # woken as soon as a worker's table is ready, not on a tick
@@ -265,7 +270,7 @@ def _fork(
                 ready = wait(waiting, timeout=0.1)
                 waiting = [c for c in waiting if c not in ready]
             progress("reading", total, total)
-        return [mine, *(_recv(c)[1:] for c in conns)]
+        return [mine, *(_recv(c) for c in conns)]
     finally:
         for proc in procs:
             proc.join(timeout=5)
@@ -273,11 +278,13 @@ def _fork(
                 proc.kill()
 
 
-def _recv(conn: Any) -> Any:
+def _recv(conn: Any) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
+    """A worker's table and loader warnings (see :mod:`tracer.analysis._transfer`)."""
     try:
         message = conn.recv()
+        if isinstance(message, tuple) and message and message[0] == "error":
+            raise HoptraceError(f"an analysis worker failed: {message[1]}")
+        _, loaded, table = receive_table(conn, message)
     except EOFError:
         raise HoptraceError("an analysis worker process died (out of memory?)") from None
-    if isinstance(message, tuple) and message and message[0] == "error":
-        raise HoptraceError(f"an analysis worker failed: {message[1]}")
-    return message
+    return table, loaded
