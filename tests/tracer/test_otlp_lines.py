@@ -18,6 +18,7 @@ from tests.tracer.test_otlp_fast_path import _HEX, _event, _span, _value
 from tracer.analysis.loaders.files import LINE_BAD, LINE_GOOD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
 from tracer.spans import Warnings
+from tracer.spans._numbers import NUMERIC_KEYS
 from tracer.spans._otlp_lines import traces_from_otlp_line
 from tracer.spans.otlp import spans_from_otlp_json
 
@@ -293,6 +294,26 @@ def test_odd_values_and_times_random(value, time):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
     assert typed is None or (typed == general and not warnings.any)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(sorted(NUMERIC_KEYS) + ["k"]),
+    st.sampled_from(["doubleValue", "intValue"]),
+    st.one_of(
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.floats(-2e12, 2e12),
+        st.integers(-(10**13), 10**13),
+        st.sampled_from(["600", "-3", "1e3", "NaN", "Infinity", str(10**13)]),
+    ),
+)
+def test_numeric_attributes_random(key, field, value):
+    # Token counts and latencies within their bounds are kept without a call
+    # (NUMBER_BOUNDS); at or past them, or odd, the line reads as the general path does.
+    line = _one_span_line(attributes=[{"key": key, "value": {field: value}}])
+    typed = traces_from_otlp_line(line)
+    general, warnings = _general(line)
+    assert typed is None or (repr(typed) == repr(general) and not warnings.any)  # (NaN)
 
 
 @pytest.mark.parametrize(

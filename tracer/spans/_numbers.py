@@ -30,6 +30,7 @@ from tracer.spans.model import Span, Warnings
 __all__ = [
     "MAX_SECONDS",
     "MAX_TOKENS",
+    "NUMBER_BOUNDS",
     "NUMERIC_KEYS",
     "TIME_LIMIT_NS",
     "attribute_problem",
@@ -80,6 +81,12 @@ _KIND = {
     **dict.fromkeys(_TOKEN_KEYS, "tokens"),
     **dict.fromkeys(_DURATION_KEYS, "duration"),
     **dict.fromkeys(_EVENT_KEYS, "time"),
+}
+#: For the keys of seconds and token counts: an int or float value within plus or minus
+#: this bound is one :func:`attribute_problem` accepts (a decoder's check without a call).
+NUMBER_BOUNDS: dict[str, float] = {
+    **dict.fromkeys(_SECONDS_KEYS, MAX_SECONDS),
+    **dict.fromkeys(_TOKEN_KEYS, MAX_TOKENS),
 }
 _RUST_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|µs|μs|us|ms|s)\s*$")
 _UNIT_NS = {"ns": 1, "µs": 1_000, "μs": 1_000, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}

@@ -24,6 +24,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tracer import attributes as attrs
+from tracer.spans._numbers import NUMBER_BOUNDS as _BOUNDS
 from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, attribute_problem
 from tracer.spans.model import Span, kind_from_name
 from tracer.spans.otlp import (
@@ -239,14 +240,34 @@ def _span_attributes(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
             if type(string) is str:
                 attributes[_intern(kv.key)] = string
                 continue
+            number = v.doubleValue
+            if (  # latencies: a float alone, which the general path takes as it is
+                type(number) is float
+                and string is UNSET
+                and v.intValue is UNSET
+                and v.boolValue is UNSET
+                and v.arrayValue is UNSET
+                and v.kvlistValue is UNSET
+                and v.bytesValue is UNSET
+            ):
+                attributes[_intern(kv.key)] = number
+                continue
         attributes[_intern(kv.key)] = _value(v)
     stage = attributes.get(attrs.STAGE)
     if stage is not None:
         stage = _intern(stage) if type(stage) is str else str(stage)
-    if not NUMERIC_KEYS.isdisjoint(attributes) and any(
-        attribute_problem(k, attributes[k]) for k in NUMERIC_KEYS.intersection(attributes)
-    ):
-        raise _StepAside  # the general path drops the value and says so
+    if not NUMERIC_KEYS.isdisjoint(attributes):
+        for key in NUMERIC_KEYS.intersection(attributes):
+            value = attributes[key]
+            bound = _BOUNDS.get(key)
+            if (  # the usual token count or latency: no call (NUMBER_BOUNDS)
+                bound is not None
+                and (type(value) is int or type(value) is float)
+                and -bound <= value <= bound
+            ):
+                continue
+            if attribute_problem(key, value):
+                raise _StepAside  # the general path drops the value and says so
     ttfc, ttft = _MARK_ATTRIBUTES
     return attributes, stage, ttfc in attributes or ttft in attributes
 
