@@ -180,3 +180,39 @@ def test_queued_traces_keep_their_spans_only_while_the_batch_may_give_them_back(
         return {b.trace_id: b for b in table.columns().breakdowns()}
 
     assert by_id(rows) == by_id(scalar.table) and len(by_id(rows)) == 3
+
+
+def test_the_window_grows_to_what_the_input_needs(tmp_path):
+    # Each trace's model spans are written 300 traces (3,300 spans) after its others:
+    # past the first window (2,048 spans), inside its double. The traces attributed
+    # before the first late part arrives (about (3,300 - 2,048) / 11 of them) come in two
+    # parts (joined later); that part doubles the window, and every later trace is
+    # attributed whole. A window fixed at its start leaves every trace in two parts.
+    from tracer.analysis.execution.lines import LineTally
+    from tracer.analysis.execution.stream import FIRST_WINDOW, stream_range
+    from tracer.spans.model import Warnings
+
+    traces = _traces(1200)
+    delay = 300
+    assert FIRST_WINDOW < delay * len(traces[0]) < 2 * FIRST_WINDOW
+    batches = []
+    for i, spans in enumerate(traces):
+        batches.append([s for s in spans if s.service != "model"])
+        if i >= delay:
+            batches.append([s for s in traces[i - delay] if s.service == "model"])
+    batches += [[s for s in spans if s.service == "model"] for spans in traces[-delay:]]
+    path = write_otlp_lines(tmp_path / "late.jsonl", batches)
+    parts: dict[str, int] = {}
+
+    def attribute(tid, spans, seq, last_end):
+        parts[tid] = parts.get(tid, 0) + 1
+
+    size = path.stat().st_size
+    stream_range(str(path), 0, 0, size, attribute, 20_000, Warnings(), LineTally())
+    split = sorted(int(t, 16) - 1 for t, n in parts.items() if n > 1)
+    assert len(parts) == len(traces)
+    assert 0 < len(split) <= (delay * 11 - FIRST_WINDOW) // 11 + 2
+    assert split == list(range(len(split)))  # the first traces only
+    parts.clear()
+    stream_range(str(path), 0, 0, size, attribute, FIRST_WINDOW, Warnings(), LineTally())
+    assert sum(n > 1 for n in parts.values()) > len(traces) - 2 * delay  # fixed: most split
