@@ -150,3 +150,31 @@ def test_compare_takes_the_parallel_path_with_the_same_output(tmp_path):
         outputs.append(orjson.loads(done.stdout))
     assert outputs[0] == outputs[1]
     assert outputs[0]["baseline"]["traces"] == 60 and outputs[0]["candidate"]["traces"] == 30
+
+
+def test_a_worker_that_dies_while_its_table_crosses_is_one_clear_error(tmp_path, monkeypatch):
+    import tracer.analysis.execution.bigfile as bigfile
+    from tracer._errors import HoptraceError
+
+    path = _split_file(tmp_path / "split.jsonl")
+
+    def send_half(conn, table, *before):
+        class Cut:  # the pipe closes after the first array: the worker is gone
+            def __init__(self) -> None:
+                self.sent = 0
+
+            def send(self, message):
+                conn.send(message)
+
+            def send_bytes(self, buf):
+                if self.sent:
+                    os._exit(1)
+                self.sent += 1
+                conn.send_bytes(buf)
+
+        real_send(Cut(), table, *before)
+
+    real_send = bigfile.send_table
+    monkeypatch.setattr(bigfile, "send_table", send_half)
+    with pytest.raises(HoptraceError, match="an analysis worker process died"):
+        analyze_files([path], Query(workers=2))
