@@ -82,6 +82,7 @@ _KEYS = [
     "messaging.system",
     "sampling.probability",
     "SampleRate",
+    "hoptrace.run",  # a --split-by value (below), on any span
 ]
 #: W3C trace states: OpenTelemetry's sampling thresholds (1/16 and 1/4 kept), a
 #: threshold that is not one, another vendor's entry.
@@ -255,6 +256,13 @@ def _outputs(path: Path) -> list[str]:
     for group_by in ("stage", "service"):
         analysis, _ = analyze_sources([str(path)], Query(group_by=group_by, workers=1))
         out.append(dumps(analysis_dict(analysis)))
+    # Each trace's --split-by value: from the earliest span that carries the attribute.
+    split, _ = analyze_sources([str(path)], Query(split_by="hoptrace.run", workers=1))
+    cols = split.columns
+    values = [None if i < 0 else cols.strings[i] for i in cols.split.tolist()]
+    out.append(
+        dumps(analysis_dict(split)) + repr(list(zip(cols.ids.tolist(), values, strict=True)))
+    )
     traces = load([str(path)])
     out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
     return out
@@ -374,3 +382,17 @@ def test_a_decision_that_reads_the_trace_state_leaves_its_shape_to_the_scalar_pa
     assert batched == scalar
     assert taken == 0
     assert "error" in {g["name"] for g in orjson.loads(batched[0])["groups"]}
+
+
+def test_a_split_value_is_the_earliest_carriers_on_both_paths(tmp_path):
+    # Two spans of the shape carry the --split-by attribute: the earlier one's value
+    # counts (auth starts before build context), on the batches as on the scalar path;
+    # some traces carry neither.
+    carriers = [(6, "attribute", ("hoptrace.run", "late")), (3, "attribute", ("hoptrace.run", 7))]
+    traces = [(carriers if i % 4 else [], [0.2 + 0.03 * (i % 20)] * len(_CHAIN)) for i in range(40)]
+    path = _write(tmp_path / "spans.jsonl", traces)
+    scalar, batched, taken = _both(path)
+    assert batched == scalar
+    assert taken >= 30
+    assert "('" + f"{2:032x}', '7')" in batched[2]  # trace 2 (i = 1): the value at auth
+    assert "('" + f"{1:032x}', '(none)')" in batched[2]  # trace 1 (i = 0): no carrier
