@@ -245,9 +245,11 @@ class TraceTable:
             "_tout",
             "_cached",
             "_coordinator_ttft",
+            "_seq",
+            "_last_end",
+            "_weight",
+            "_unknown",
         ):
-            _move(self, other, name)
-        for name in ("_seq", "_last_end", "_weight", "_unknown"):
             _move(self, other, name)
         strings = np.array(
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
