@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -82,3 +83,60 @@ def test_columns_that_take_the_rows_over_equal_the_columns_of_a_copy(monkeypatch
             assert all(x.tolist() == y.tolist() for x, y in zip(a, b, strict=True))
         assert taken.e2e_ns.tolist() == kept.e2e_ns.tolist()
         assert len(tables[1]) == len(rows)  # it still counts its rows
+
+
+def _rows(seed: int, n: int, plain: bool) -> list[tuple[TraceBreakdown, dict]]:
+    """Rows for :meth:`TraceTable.add`; with ``plain``, every optional column at its
+    default (no cached tokens, coordinator, split value or weight)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        b = _breakdown(rng, i)
+        extra: dict = {}
+        if not plain:
+            b = dataclasses.replace(
+                b,
+                cached_tokens=rng.choice([None, 0, 64]),
+                coordinator_ttft_ns=rng.choice([None, 5_000]),
+            )
+            extra = {
+                "split": rng.choice([None, "blue", "green"]),
+                "weight": rng.choice([(1.0, True), (4.0, True), (1.0, False)]),
+            }
+        out.append((b, {"seq": seed * 10_000 + i, **extra}))
+    return out
+
+
+def _cols(table: TraceTable) -> dict:
+    cols = dataclasses.asdict(table.columns())
+    return {k: v.tolist() if isinstance(v, np.ndarray) else repr(v) for k, v in cols.items()}
+
+
+def test_columns_left_at_their_default_merge_with_columns_that_are_not():
+    # Parts of every kind merged in every order give the columns of one table that
+    # took all the rows; a part whose rows all have the defaults stores none of them.
+    parts = [(1, 0, True), (2, 40, True), (3, 30, False), (4, 25, True), (5, 50, False)]
+    for order in ([0, 1, 2, 3, 4], [2, 1, 3, 4, 0], [1, 3, 2, 4, 0], [4, 2, 1, 3, 0]):
+        one, merged = TraceTable(), TraceTable()
+        for seed, n, plain in (parts[k] for k in order):
+            part = TraceTable()
+            for b, kw in _rows(seed, n, plain):
+                one.add(b, **kw)
+                part.add(b, **kw)
+            if plain:
+                assert not any(
+                    len(getattr(part, c))
+                    for c in ("_cached", "_coordinator_ttft", "_split", "_weight", "_unknown")
+                )
+            merged.merge(part)
+        assert len(merged) == len(one) == 145
+        assert _cols(merged) == _cols(one)
+        assert repr(merged.tally("blue")) == repr(one.tally("blue"))
+    plain = TraceTable()
+    for b, kw in _rows(6, 30, True):
+        plain.add(b, **kw)
+    cols = plain.columns()
+    assert cols.split is None and cols.weight is None and cols.weight_unknown is None
+    assert (cols.cached_tokens == -1).all() and (cols.coordinator_ttft_ns == -1).all()
+    assert cols.span_count.dtype == np.int64  # kept in four bytes, read as eight
+    assert sorted(cols.span_count.tolist()) == sorted(b.span_count for b, _ in _rows(6, 30, True))

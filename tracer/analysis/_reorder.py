@@ -14,7 +14,7 @@ from array import array
 
 import numpy as np
 
-from tracer.analysis._columns import Entries, _np, _Sparse
+from tracer.analysis._columns import Entries, _ends, _Sparse
 
 __all__ = ["sorted_entries"]
 
@@ -32,7 +32,7 @@ def sorted_entries(owner: object, name: str, order: np.ndarray, release: bool) -
     it: rows come nearly in start order, so the entries are held about once, not
     twice, while they are sorted."""
     s: _Sparse = getattr(owner, name)
-    src_ends = _np(s.ends)
+    src_ends = _ends(s.ends)
     lo_rows = range(0, order.size, _CHUNK)
 
     def chunk(lo: int) -> tuple[np.ndarray, np.ndarray]:

@@ -36,11 +36,15 @@ from tracer.analysis._columns import (
     Flat,
     Projected,
     ProjectedColumns,
+    _fill,
+    _move,
+    _move_lazy,
     _Names,
     _np,
     _np32,
     _npd,
     _Projections,
+    _put,
     _Sparse,
 )
 from tracer.analysis._ids import WIDTH, IdStore, TraceIds, pack
@@ -58,11 +62,12 @@ class TraceTable:
         self._ids = IdStore()
         self._start = array("q")
         self._e2e = array("q")
-        self._spans = array("q")
+        self._spans = array("i")
         self._ttft = array("q")
         self._model_ttft = array("q")
         self._tin = array("q")
         self._tout = array("q")
+        # _cached, _coordinator_ttft, _split, _weight, _unknown: see _DEFAULTS
         self._cached = array("q")
         self._coordinator_ttft = array("q")
         self._model = array("i")
@@ -102,8 +107,9 @@ class TraceTable:
         ``split`` its ``--split-by`` value, ``projected`` its what-if projection (give
         one for every row or for none), ``weight`` what it stands for and whether that
         is known."""
+        row = len(self._seq)
         if issues is not None and issues.any:
-            self._warnings[len(self._e2e)] = issues
+            self._warnings[row] = issues
         self._ids.append(b.trace_id)
         self._start.append(b.start_ns)
         self._e2e.append(b.e2e_ns)
@@ -112,17 +118,17 @@ class TraceTable:
         self._model_ttft.append(_NONE if b.model_ttft_ns is None else b.model_ttft_ns)
         self._tin.append(_NONE if b.input_tokens is None else b.input_tokens)
         self._tout.append(_NONE if b.output_tokens is None else b.output_tokens)
-        self._cached.append(_NONE if b.cached_tokens is None else b.cached_tokens)
         c = b.coordinator_ttft_ns
-        self._coordinator_ttft.append(_NONE if c is None else c)
+        _put(self, row, "_cached", [_NONE if b.cached_tokens is None else b.cached_tokens])
+        _put(self, row, "_coordinator_ttft", [_NONE if c is None else c])
         self._model.append(self._strings.of(b.model))
         self._root.append(self._strings.of(b.root_service))
         self._root.append(self._strings.of(b.root_name))
-        self._split.append(_NONE if split is None else self._strings.of(split))
+        _put(self, row, "_split", [_NONE if split is None else self._strings.of(split)])
+        _put(self, row, "_weight", [weight[0]])
+        _put(self, row, "_unknown", [not weight[1]])
         self._seq.append(seq)
         self._last_end.append(last_end)
-        self._weight.append(weight[0])
-        self._unknown.append(not weight[1])
         self._groups.add(b.groups)
         self._ttft_groups.add(b.ttft_groups)
         self._hops.add(b.hops)
@@ -163,39 +169,35 @@ class TraceTable:
         first token (None: no row has one)."""
         if (projected is None) != (self._projected is None) and len(self._e2e):
             raise ValueError("give a what-if projection for every row or for none")
-        n = len(ids)
+        n, row = len(ids), len(self._seq)
         self._ids.extend(ids)
         for column, values in (
             (self._start, start),
             (self._e2e, e2e),
-            (self._spans, np.full(n, span_count)),
             (self._ttft, ttft),
             (self._model_ttft, model_ttft),
         ):
             column.frombytes(values.astype(np.int64).tobytes())
+        self._spans.extend([span_count] * n)
         of = self._strings.of
         self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
         self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
-        self._cached.extend([_NONE if t[3] is None else t[3] for t in tokens])
-        if coordinator_ttft is None:
-            self._coordinator_ttft.extend([_NONE] * n)
-        else:
-            self._coordinator_ttft.extend([_NONE if c is None else c for c in coordinator_ttft])
+        _put(self, row, "_cached", [_NONE if t[3] is None else t[3] for t in tokens])
+        if coordinator_ttft is not None:
+            coordinator = [_NONE if c is None else c for c in coordinator_ttft]
+            _put(self, row, "_coordinator_ttft", coordinator)
         models = [t[2] for t in tokens]
         known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
         self._model.extend(map(known.__getitem__, models))
         pair = [of(root[0]), of(root[1])]
         self._root.extend(pair * n)
         known = {v: (_NONE if v is None else of(v)) for v in dict.fromkeys(splits)}
-        self._split.extend(map(known.__getitem__, splits))
+        _put(self, row, "_split", list(map(known.__getitem__, splits)))
+        if weights is not None:
+            _put(self, row, "_weight", [w for w, _ in weights])
+            _put(self, row, "_unknown", [not known for _, known in weights])
         self._seq.extend(seqs)
         self._last_end.extend(last_ends)
-        if weights is None:
-            self._weight.extend(np.ones(n).tolist())
-            self._unknown.extend(bytes(n))
-        else:
-            self._weight.extend([w for w, _ in weights])
-            self._unknown.extend(bytes([not known for _, known in weights]))
         names, sums = groups
         self._groups.add_many(names, sums, None)
         if ttft_groups is None:
@@ -230,7 +232,9 @@ class TraceTable:
             self.__dict__.update(other.__dict__)
             other.__init__()  # type: ignore[misc]
             return
-        base = len(self)
+        base, rows = len(self), len(other)
+        for name in ("_cached", "_coordinator_ttft", "_weight", "_unknown"):
+            _move_lazy(self, other, name, base, rows)
         for r, w in other._warnings.items():
             self._warnings[base + r] = w
         self._dropped.update(base + r for r in other._dropped)
@@ -243,17 +247,16 @@ class TraceTable:
             "_model_ttft",
             "_tin",
             "_tout",
-            "_cached",
-            "_coordinator_ttft",
             "_seq",
             "_last_end",
-            "_weight",
-            "_unknown",
         ):
             _move(self, other, name)
         strings = np.array(
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
         )  # the last one maps -1 (no split value) to itself
+        if len(other._split) or len(self._split):
+            _fill(self, "_split", base)
+            _fill(other, "_split", rows)
         for name in ("_model", "_root", "_split"):
             if len(getattr(other, name)):
                 col = np.frombuffer(getattr(other, name), np.int32)
@@ -329,7 +332,8 @@ class TraceTable:
         found = [
             (self._seq[r], w)
             for r, w in self._warnings.items()
-            if r not in self._dropped and (split is None or strings[self._split[r]] == split)
+            if r not in self._dropped
+            and (split is None or (len(self._split) and strings[self._split[r]] == split))
         ]
         found += [
             (m.seq, m.issues)
@@ -386,9 +390,13 @@ class TraceTable:
         ids = self._ids.column(order)
         if release:
             self._ids = IdStore()
-        split = _np32(self._split)[order]
-        weight = take("_weight", _npd)
-        unknown = np.frombuffer(bytes(self._unknown), np.uint8)[order].astype(bool)
+        split = _np32(self._split)[order] if len(self._split) else None
+        weight = take("_weight", _npd) if len(self._weight) else None
+        unknown = (
+            np.frombuffer(bytes(self._unknown), np.uint8)[order].astype(bool)
+            if len(self._unknown)
+            else None
+        )
         if release:
             self._unknown = bytearray()
         root = take("_root", lambda c: _np32(c).reshape(-1, 2))
@@ -411,13 +419,17 @@ class TraceTable:
             ids=ids,
             start_ns=take("_start"),
             e2e_ns=take("_e2e"),
-            span_count=take("_spans"),
+            span_count=take("_spans", lambda c: _np32(c).astype(np.int64)),
             ttft_ns=take("_ttft"),
             model_ttft_ns=take("_model_ttft"),
             input_tokens=take("_tin"),
             output_tokens=take("_tout"),
-            cached_tokens=take("_cached"),
-            coordinator_ttft_ns=take("_coordinator_ttft"),
+            cached_tokens=take("_cached") if len(self._cached) else np.full(order.size, _NONE),
+            coordinator_ttft_ns=(
+                take("_coordinator_ttft")
+                if len(self._coordinator_ttft)
+                else np.full(order.size, _NONE)
+            ),
             model=take("_model", _np32),
             root_service=root[:, 0].copy(),
             root_name=root[:, 1].copy(),
@@ -429,19 +441,11 @@ class TraceTable:
             hop_names=list(self._hop_names.names),
             seq=_np(self._seq)[order],
             last_end=take("_last_end"),
-            split=split if split.size and (split != _NONE).all() else None,
-            weight=weight if (weight != 1.0).any() else None,
-            weight_unknown=unknown if unknown.any() else None,
+            split=split if split is not None and split.size and (split != _NONE).all() else None,
+            weight=weight if weight is not None and (weight != 1.0).any() else None,
+            weight_unknown=unknown if unknown is not None and unknown.any() else None,
             projected=projected,
         )
-
-
-def _move(table: TraceTable, other: TraceTable, name: str) -> None:
-    """Append ``other``'s column ``name`` to ``table``'s and free it there, so that a
-    merge holds one column twice at most."""
-    column = getattr(other, name)
-    getattr(table, name).extend(column)
-    setattr(other, name, bytearray() if type(column) is bytearray else array(column.typecode))
 
 
 class _Mark(NamedTuple):
