@@ -47,12 +47,12 @@ def _table(n: int) -> TraceTable:
 
 
 def test_table_and_aggregation_hold_a_bounded_number_of_bytes_per_trace():
-    # Per row the table holds 16 bytes of trace id, 100 of fixed columns (the cached
+    # Per row the table holds 16 bytes of trace id, 80 of fixed columns (the cached
     # tokens, P/D coordinator, split value and weight columns stay empty while every
-    # row has the default), and 10 per sparse entry (a two-byte name, an eight-byte
-    # value) plus a four-byte row end for each of its three sparse columns: 308 bytes
-    # for this shape (18 entries). 330 leaves room for the arrays' growth (300
-    # measured); with those columns always kept it was 339 and more.
+    # row has the default), and for each of its three sparse columns a two-byte key set
+    # and an eight-byte value an entry: 246 bytes for this shape (18 entries). 280
+    # leaves room for the arrays' growth (257 measured); with those columns always kept
+    # and a row end and a name index an entry, it was 339 and more.
     n = 20_000
     _table(100)  # interned names and the like, made once, outside the measurement
     tracemalloc.start()
@@ -65,11 +65,12 @@ def test_table_and_aggregation_hold_a_bounded_number_of_bytes_per_trace():
     finally:
         tracemalloc.stop()
     assert analysis.traces == n
-    assert held / n < 330
+    assert held / n < 280
     # The aggregation takes the table's rows over as it sorts them, so at its peak it
-    # needs about one more table on top (306 measured: a sparse column held twice while
-    # it is sorted, as rows this few fit in one piece, and the aggregation's per-trace
-    # arrays); keeping the table while copying its rows took 591.
+    # needs about one more table on top (325 measured: a sparse column held twice while
+    # it is sorted, as rows this few fit in one piece, each entry's name written out,
+    # and the aggregation's per-trace arrays); keeping the table while copying its rows
+    # took 591.
     assert (peak - held) / n < 400
 
 

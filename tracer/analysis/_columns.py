@@ -12,29 +12,12 @@ from typing import NamedTuple
 import numpy as np
 
 from tracer.analysis._ids import TraceIds
+from tracer.analysis._sparse import _Names, _Sparse
 from tracer.analysis.breakdown import TraceBreakdown
 
 __all__ = ["Columns", "Entries", "Projected", "ProjectedColumns"]
 
-_MAX_END = 2**31 - 1  # the last entry four-byte row ends reach
 _NONE = -1  # None in an int column (times to first token and token counts are >= 0)
-
-
-class _Names:
-    """Strings (or pairs) as small ints, in order of first use."""
-
-    __slots__ = ("index", "names")
-
-    def __init__(self) -> None:
-        self.names: list = []
-        self.index: dict = {}
-
-    def of(self, name: object) -> int:
-        i = self.index.get(name)
-        if i is None:
-            i = self.index[name] = len(self.names)
-            self.names.append(name)
-        return i
 
 
 class Projected(NamedTuple):
@@ -45,84 +28,6 @@ class Projected(NamedTuple):
     has_stage: bool
     before_groups: dict[str, int]
     after_groups: dict[str, float]
-
-
-class _Sparse:
-    """Rows of ``{name: number}``: an end offset per row into flat (name, value) arrays
-    (int values, or float ones with ``code="d"``). Names are two-byte indices until
-    there are more than 65,536 of them, four-byte ones after; the ends are four bytes
-    until there are more than 2**31 - 1 entries."""
-
-    __slots__ = ("ends", "keys", "names", "values")
-
-    def __init__(self, names: _Names, code: str = "q") -> None:
-        self.names = names
-        self.ends = array("i")
-        self.keys = array("H")
-        self.values = array(code)
-
-    def _fit(self, more: int = 0) -> None:
-        """Widen the name indices once there are too many names for two bytes, and the
-        row ends once ``more`` entries would not fit in four."""
-        if self.keys.typecode == "H" and len(self.names.names) > 0xFFFF:
-            self.keys = array("i", self.keys)
-        if self.ends.typecode == "i" and len(self.values) + more > _MAX_END:
-            self.ends = array("q", self.ends)
-
-    def add(self, row: dict | None) -> None:
-        if row:
-            keys: list = list(map(self.names.index.get, row))  # known names: no call each
-            if None in keys:
-                of = self.names.of
-                keys = [of(k) for k in row]
-                self._fit()
-            self.keys.extend(keys)
-            self.values.extend(row.values())
-            self._fit()
-        self.ends.append(len(self.values))
-
-    def add_many(self, names: list, sums: np.ndarray, rows: np.ndarray | None) -> None:
-        """Rows of (rows, names) ``sums``: each name whose sum is positive, in the
-        order of ``names``; a row where ``rows`` is False is empty."""
-        keep = sums > 0
-        if rows is not None:
-            keep &= rows[:, None]
-        at, col = np.nonzero(keep)
-        ids = np.zeros(max(1, len(names)), np.int32)
-        for c in np.nonzero(keep.any(axis=0))[0].tolist():  # names no row has stay unknown
-            ids[c] = self.names.of(names[c])
-        self._fit(at.size)
-        self.keys.frombytes(ids[col].astype(self.keys.typecode).tobytes())
-        dtype = np.float64 if self.values.typecode == "d" else np.int64
-        self.values.frombytes(sums[at, col].astype(dtype).tobytes())
-        counts = keep.sum(axis=1)
-        ends = np.cumsum(counts) + (len(self.values) - counts.sum())
-        self.ends.frombytes(ends.astype(self.ends.typecode).tobytes())
-
-    def extend(self, other: _Sparse, remap: np.ndarray) -> None:
-        """Append ``other``'s rows, its name indices mapped through ``remap``."""
-        base = len(self.values)
-        self._fit(len(other.values))
-        if len(other.ends):
-            ends = np.frombuffer(other.ends, other.ends.typecode).astype(np.int64) + base
-            self.ends.frombytes(ends.astype(self.ends.typecode).tobytes())
-        if len(other.keys):
-            keys = np.frombuffer(other.keys, other.keys.typecode)
-            self.keys.frombytes(remap[keys].astype(self.keys.typecode).tobytes())
-        self.values.extend(other.values)
-        # ``other`` is merged in and dropped: its arrays are freed now, not after the merge.
-        other.ends, other.keys, other.values = array("i"), array("H"), array(other.values.typecode)
-
-    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row of each entry, name index of each entry, value of each entry)."""
-        ends = _ends(self.ends)
-        counts = np.diff(ends, prepend=0)
-        rows = np.repeat(np.arange(ends.size, dtype=np.int32), counts)
-        code = self.keys.typecode
-        keys = np.frombuffer(self.keys, code) if len(self.keys) else np.zeros(0, code)
-        dtype = np.float64 if self.values.typecode == "d" else np.int64
-        values = np.frombuffer(self.values, dtype) if len(self.values) else np.zeros(0, dtype)
-        return rows, keys, values
 
 
 class _Projections:
@@ -357,11 +262,6 @@ def _npd(col: array) -> np.ndarray:
 
 def _opt(value: int) -> int | None:
     return None if value == _NONE else value
-
-
-def _ends(col: array) -> np.ndarray:
-    """A sparse column's row ends (four or eight bytes each) as int64."""
-    return np.frombuffer(col, col.typecode).astype(np.int64) if len(col) else np.zeros(0, np.int64)
 
 
 def _np(col: array) -> np.ndarray:

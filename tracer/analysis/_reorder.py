@@ -14,7 +14,8 @@ from array import array
 
 import numpy as np
 
-from tracer.analysis._columns import Entries, _ends, _Sparse
+from tracer.analysis._columns import Entries
+from tracer.analysis._sparse import _Sparse
 
 __all__ = ["sorted_entries"]
 
@@ -32,7 +33,8 @@ def sorted_entries(owner: object, name: str, order: np.ndarray, release: bool) -
     it: rows come nearly in start order, so the entries are held about once, not
     twice, while they are sorted."""
     s: _Sparse = getattr(owner, name)
-    src_ends = _ends(s.ends)
+    src_ends = s.row_ends()
+    sets = None if s.sets is None else np.frombuffer(s.rows, np.uint16).copy()
     lo_rows = range(0, order.size, _CHUNK)
 
     def chunk(lo: int) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +53,15 @@ def sorted_entries(owner: object, name: str, order: np.ndarray, release: bool) -
     need[-1] = np.iinfo(np.int64).max
     need = np.minimum.accumulate(need[::-1])[::-1]  # ... that it or a later one reads
     flat = []
-    for column in ("keys", "values"):
+    if sets is not None:  # each row's names, from its key set
+        keys = np.empty(done, "H" if len(s.names.names) <= 0x10000 else "i")
+        for lo in lo_rows:
+            hi = min(lo + _CHUNK, order.size)
+            out_lo = int(ends[lo - 1]) if lo else 0
+            keys[out_lo : int(ends[hi - 1])] = s.spelled(sets[order[lo:hi]])[1]
+        flat.append(keys)
+        del sets
+    for column in ("keys", "values") if s.sets is None else ("values",):
         source = getattr(s, column)
         code = source.typecode
         if release:
