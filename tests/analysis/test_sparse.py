@@ -117,3 +117,16 @@ def test_float_columns_and_empty_rows_keep_their_values():
         column.add(r)
     assert len(column.sets.names) <= 2 ** len(NAMES)
     assert _read(_Owner(column), "column", np.arange(len(rows)), False) == rows
+
+
+@pytest.mark.parametrize("names", [0, 1, 5, 64, 70])
+def test_the_key_sets_of_a_batch_are_its_distinct_rows(names):
+    # The fast ways (all rows alike; rows numbered by their bits up to 64 names) and
+    # np.unique past that give the same distinct rows and each row's index among them.
+    rng = np.random.default_rng(names)
+    for n in (0, 1, 50):
+        for keep in (rng.random((n, names)) < 0.5, np.ones((n, names), bool)):
+            patterns, inverse = _sparse._patterns(keep)
+            assert inverse.shape == (n,)
+            assert (patterns[inverse] == keep).all()
+            assert len({tuple(r) for r in patterns.tolist()}) == len(patterns)

@@ -307,7 +307,7 @@ def _put(table: object, row: int, name: str, values: list) -> None:
     """Append ``values`` (rows ``row`` on) to the column ``name`` of :data:`_DEFAULTS`:
     nothing while it is empty and they are all the default."""
     column = getattr(table, name)
-    if len(column) or any(v != _DEFAULTS[name] for v in values):
+    if len(column) or values.count(_DEFAULTS[name]) != len(values):
         _fill(table, name, row).extend(values)
 
 
