@@ -1,6 +1,7 @@
-"""The column storage behind :class:`~tracer.analysis._table.TraceTable`: interned
-names, sparse rows, the what-if projection columns, and :class:`Columns`, the sorted
-numpy view that aggregation consumes."""
+"""The column storage behind :class:`~tracer.analysis._table.TraceTable`: the what-if
+projection columns, the columns kept empty while every row has their default, and
+:class:`Columns`, the sorted numpy view that aggregation consumes (interned names and
+sparse rows are in :mod:`tracer.analysis._sparse`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 
 A :class:`TraceTable` holds one row per attributed trace: its id, start, end-to-end
 time and span count in typed arrays, and its group, TTFT-group and hop times as
-sparse rows (``CSR``: an end offset per row into flat index and value arrays), about
-200 bytes a trace for the seven stages instead of a few kilobytes of objects. Tables
+sparse rows (:mod:`tracer.analysis._sparse`: the index of the row's set of names, and
+its values), about 250 bytes a trace for the seven stages instead of a few kilobytes
+of objects. The columns most rows leave at their default stay empty until a row
+differs (:data:`~tracer.analysis._columns._DEFAULTS`). Tables
 of separate ranges, files or worker processes are joined with :meth:`merge`.
 
 A trace whose spans were cut into two parts (a range boundary, or a part that
@@ -67,7 +69,8 @@ class TraceTable:
         self._model_ttft = array("q")
         self._tin = array("q")
         self._tout = array("q")
-        # _cached, _coordinator_ttft, _split, _weight, _unknown: see _DEFAULTS
+        # _cached, _coordinator_ttft, _split, _weight, _unknown: empty while every row
+        # has the default (_columns._DEFAULTS)
         self._cached = array("q")
         self._coordinator_ttft = array("q")
         self._model = array("i")
