@@ -54,11 +54,12 @@ def sorted_entries(owner: object, name: str, order: np.ndarray, release: bool) -
     need = np.minimum.accumulate(need[::-1])[::-1]  # ... that it or a later one reads
     flat = []
     if sets is not None:  # each row's names, from its key set
-        keys = np.empty(done, "H" if len(s.names.names) <= 0x10000 else "i")
+        table = s.table()
+        keys = np.empty(done, table[2].dtype)
         for lo in lo_rows:
             hi = min(lo + _CHUNK, order.size)
             out_lo = int(ends[lo - 1]) if lo else 0
-            keys[out_lo : int(ends[hi - 1])] = s.spelled(sets[order[lo:hi]])[1]
+            keys[out_lo : int(ends[hi - 1])] = s.spelled(sets[order[lo:hi]], table)[1]
         flat.append(keys)
         del sets
     for column in ("keys", "values") if s.sets is None else ("values",):

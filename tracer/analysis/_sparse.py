@@ -104,14 +104,21 @@ class _Sparse:
         sets = self.sets.names if self.sets is not None else []
         return np.array([len(s) for s in sets] or [0], np.int64)
 
-    def spelled(self, sets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(each row's end as int64, each entry's name index) of rows with the key sets
-        ``sets``."""
+    def table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(length, first entry, names) of the key sets, laid out flat: what
+        :meth:`spelled` reads, made once for all the chunks of a sort."""
         known = self.sets.names if self.sets is not None else []
         length = self._lengths()
-        offset = np.cumsum(length) - length
         code = "H" if len(self.names.names) <= 0x10000 else "i"
         flat = np.array([k for s in known for k in s] or [0], code)
+        return length, np.cumsum(length) - length, flat
+
+    def spelled(
+        self, sets: np.ndarray, table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(each row's end as int64, each entry's name index) of rows with the key sets
+        ``sets`` (``table``: :meth:`table`, if already made)."""
+        length, offset, flat = self.table() if table is None else table
         lengths = length[sets]
         ends = np.cumsum(lengths)
         total = int(ends[-1]) if ends.size else 0
