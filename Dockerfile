@@ -1,6 +1,6 @@
 FROM python:3.11-slim
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY tracer ./tracer
 COPY collector ./collector
 COPY demo_app ./demo_app

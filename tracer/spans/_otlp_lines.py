@@ -16,7 +16,9 @@ which gives the same spans or says why not. So the two paths agree span for span
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -39,7 +41,7 @@ from tracer.spans.otlp import (
     first_token_ns,
 )
 
-__all__ = ["traces_from_otlp_line"]
+__all__ = ["traces_from_otlp_line", "typed_traces"]
 
 _intern = sys.intern
 
@@ -278,9 +280,97 @@ def _first_token(start_ns: int, events: list[_Event], attributes: dict[str, Any]
     return first_token_ns(start_ns, marks, attributes)
 
 
+def _seen(text: bytes) -> tuple[dict[str, Any], str | None, bool]:
+    """What a span's attribute text decodes to, remembered (see _SEEN_ATTRIBUTES)."""
+    seen = _SEEN_ATTRIBUTES.get(text)
+    if seen is None:
+        seen = _span_attributes(text)
+        if len(text) <= _SEEN_BYTES:
+            if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
+                _SEEN_ATTRIBUTES.clear()
+            _SEEN_ATTRIBUTES[text] = seen
+    return seen
+
+
+_STEP_ASIDE = (msgspec.DecodeError, msgspec.ValidationError, _StepAside, RecursionError)
+
+
+def _remember(text: bytes) -> tuple[dict[str, Any], str | None, bool] | None:
+    """:func:`_seen` for the compiled decoder: None where the line must step aside."""
+    try:
+        return _seen(text)
+    except _STEP_ASIDE:
+        return None
+
+
+_SERVICES: dict[bytes, str] = {}
+
+
+def _service_of(text: bytes) -> str | None:
+    """A resource's service name from its attribute list's JSON text, as :func:`_traces`
+    reads it, for the compiled decoder (None: step aside); remembered, since a
+    service's lines repeat their resource."""
+    service = _SERVICES.get(text)
+    if service is None:
+        try:
+            items = _decode_attributes(text)
+            name = _attributes(items).get(attrs.SERVICE_NAME) if items else None
+        except _STEP_ASIDE:
+            return None
+        service = _intern(str(name)) if name else "unknown_service"
+        if len(_SERVICES) >= _SEEN_MAX:
+            _SERVICES.clear()
+        _SERVICES[text] = service
+    return service
+
+
+def _compiled() -> Callable[[bytes], dict[str, list[Span]] | None] | None:
+    """The compiled decoder (``tracer/spans/_native.c``), configured, or None: not
+    built (no C compiler at install), or ``HOPTRACE_NATIVE=off``."""
+    if os.environ.get("HOPTRACE_NATIVE", "on").strip().lower() in ("off", "0", "no", "false"):
+        return None
+    try:
+        from tracer.spans import _native
+    except ImportError:
+        return None
+    _native.configure(
+        Span,
+        _SEEN_ATTRIBUTES,
+        _remember,
+        _service_of,
+        first_token_ns,
+        "unknown_service",
+        sorted(_MARK_EVENTS),
+        sorted(_PHASE_EVENTS),
+        sorted(_DETAIL_EVENTS),
+        sorted(_WANTED_EVENTS),
+        _LAX_INT,
+        TIME_LIMIT_NS,
+        {key: float(bound) for key, bound in _BOUNDS.items()},
+        # values decided on, not only read: the stage, the numbers always checked
+        frozenset((NUMERIC_KEYS - _BOUNDS.keys()) | {attrs.STAGE}),
+        frozenset(NUMERIC_KEYS | {attrs.STAGE}),  # and for strings, every numeric key
+    )
+    return _native.decode
+
+
+_native_decode = _compiled()
+
+
 def traces_from_otlp_line(line: bytes) -> dict[str, list[Span]] | None:
     """The spans of one OTLP JSON line by trace id (in the order of the line), or None
-    when the general path must read it."""
+    when the general path must read it. The compiled decoder reads the line first, when
+    it is built; what it steps aside from the typed one reads."""
+    if _native_decode is not None:
+        found = _native_decode(line)
+        if found is not None:
+            return found
+    return typed_traces(line)
+
+
+def typed_traces(line: bytes) -> dict[str, list[Span]] | None:
+    """:func:`traces_from_otlp_line` without the compiled decoder: msgspec's structures,
+    then Python (the reference the compiled decoder is tested against)."""
     try:
         return _traces(_decode(line))
     except (msgspec.DecodeError, msgspec.ValidationError, _StepAside):
@@ -340,15 +430,7 @@ def _traces(request: _Request) -> dict[str, list[Span]] | None:
                 kind = raw.kind
                 if type(kind) is not int or kind < 0 or kind > 5:
                     kind = kind_from_name(kind)
-                text = bytes(raw.attributes)
-                seen = _SEEN_ATTRIBUTES.get(text)
-                if seen is None:
-                    seen = _span_attributes(text)
-                    if len(text) <= _SEEN_BYTES:
-                        if len(_SEEN_ATTRIBUTES) >= _SEEN_MAX:
-                            _SEEN_ATTRIBUTES.clear()
-                        _SEEN_ATTRIBUTES[text] = seen
-                shared, stage, general = seen
+                shared, stage, general = _seen(bytes(raw.attributes))
                 attributes = shared.copy()  # each span its own dict, as the general path
                 first = None
                 events = raw.events
