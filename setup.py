@@ -1,5 +1,6 @@
-"""The compiled OTLP JSON-lines decoder, built where a C compiler is (else left out:
-the Python decoder does the same work, slower). Everything else is in pyproject.toml."""
+"""The compiled parts, built where a C compiler is (else left out: Python does the same
+work, slower): the OTLP JSON-lines decoder and the batches' shape key and machine
+words. Everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -10,6 +11,12 @@ setup(
             ["tracer/spans/_native.c"],
             optional=True,  # no compiler: install without it
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "tracer.analysis.execution._words",
+            ["tracer/analysis/execution/_words.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -16,7 +16,6 @@ which gives the same spans or says why not. So the two paths agree span for span
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from operator import attrgetter
@@ -26,6 +25,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from tracer import attributes as attrs
+from tracer._compiled import enabled as compiled_parts_enabled
 from tracer.spans._numbers import NUMBER_BOUNDS as _BOUNDS
 from tracer.spans._numbers import NUMERIC_KEYS, TIME_LIMIT_NS, attribute_problem
 from tracer.spans.model import Span, kind_from_name
@@ -327,7 +327,7 @@ def _service_of(text: bytes) -> str | None:
 def _compiled() -> Callable[[bytes], dict[str, list[Span]] | None] | None:
     """The compiled decoder (``tracer/spans/_native.c``), configured, or None: not
     built (no C compiler at install), or ``HOPTRACE_NATIVE=off``."""
-    if os.environ.get("HOPTRACE_NATIVE", "on").strip().lower() in ("off", "0", "no", "false"):
+    if not compiled_parts_enabled():
         return None
     try:
         from tracer.spans import _native

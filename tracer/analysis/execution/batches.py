@@ -34,8 +34,7 @@ import os
 import struct
 import sys
 from collections.abc import Callable
-from itertools import repeat
-from operator import attrgetter, eq, is_not
+from operator import eq
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import numpy as np
@@ -43,7 +42,6 @@ import numpy as np
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import count_planned
 from tracer.analysis.execution.shapes import (
-    FIELDS,
     MAX_SPANS,
     SCALAR,
     ByPhases,
@@ -54,6 +52,7 @@ from tracer.analysis.execution.shapes import (
     values_at,
 )
 from tracer.analysis.execution.walks import fix_clocks, own_times, sums, ttft_view
+from tracer.analysis.execution.words import words as _words
 from tracer.analysis.phases import coordinator_ttft_ns
 from tracer.analysis.prepare import PreparedTrace, StageMap, phase_span
 from tracer.analysis.weights import FULL, trace_weight
@@ -81,21 +80,6 @@ _LIMIT = 2**62
 #: kept, which is always safe).
 _HIGH = 7 if sys.byteorder == "little" else 0
 _NARROW = bytes(range(0x40)) + bytes(range(0xC1, 0x100))
-_START, _END = attrgetter("start_ns"), attrgetter("end_ns")
-_MARK = attrgetter("first_token_ns")
-_SPAN_ID, _PARENT_ID = attrgetter("span_id"), attrgetter("parent_id")
-#: The fields in the key by value (``shapes.FIELDS``).
-_STATIC = attrgetter(*[name for name, how in FIELDS.items() if how == "key"])
-_ATTRIBUTES = attrgetter("attributes")
-#: The fields only a trace's weight reads (``FIELDS``): when a span carries one, or the
-#: root a sampler's attribute, the weight is worked out per trace, as the scalar path does.
-_WEIGHT_NAMES = [name for name, how in FIELDS.items() if how == "weight"]
-_WEIGHTED: Callable[[Span], Any] = (
-    attrgetter(_WEIGHT_NAMES[0])
-    if len(_WEIGHT_NAMES) == 1
-    else lambda s: any(getattr(s, name) for name in _WEIGHT_NAMES)
-)
-_POSITIONS = range(MAX_SPANS)
 _Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
 _NO_TOKENS: _Tokens = (None, None, None, None)
 
@@ -190,13 +174,11 @@ class ShapeBatcher:
         n = len(spans)
         if n > MAX_SPANS or n == 0:
             return False
-        # n <= MAX_SPANS: the positions outlast the ids
-        index = dict(zip(map(_SPAN_ID, spans), _POSITIONS, strict=False))
-        if len(index) != n:
+        words = _words(spans)
+        if words is None:
             return False  # a duplicate span id
-        # A missing parent id (None) is not in the index either: -1, as for an orphan.
-        parents = tuple(map(index.get, map(_PARENT_ID, spans), repeat(-1)))
-        key = (parents, tuple(map(_STATIC, spans)), tuple(map(tuple, map(_ATTRIBUTES, spans))))
+        key, packed, has, weighted = words
+        parents = key[0]
         entry = self._shapes.get(key)
         # A key is kept only once its parents passed this check: a known one did.
         if entry is None and (parents.count(-1) != 1 or any(map(eq, parents, range(n)))):
@@ -214,39 +196,31 @@ class ShapeBatcher:
         if entry is SCALAR:
             return False
         shape = cast(Shape, entry)
-        starts, ends = list(map(_START, spans)), list(map(_END, spans))
-        marks = list(map(_MARK, spans))  # None where a span has no mark
-        has = bytes(map(is_not, marks, repeat(None)))
-        filled = [0 if m is None else m for m in marks]
-        try:
-            if phases:
-                times = shape.pack(
-                    *starts,
-                    *[lo for _, lo, _ in phases],
-                    *ends,
-                    *[hi for _, _, hi in phases],
-                    *filled,
-                    *repeat(0, len(phases)),
-                )
-                has += bytes(len(phases))
-            else:
-                times = shape.pack(*starts, *ends, *filled)
-        except struct.error:  # a time or mark past int64 (Python's ints hold any)
+        if packed is None:  # a time or mark past int64 (Python's ints hold any)
             return False
+        times = packed
+        if phases:
+            try:
+                lo = struct.pack(f"{len(phases)}q", *[lo for _, lo, _ in phases])
+                hi = struct.pack(f"{len(phases)}q", *[hi for _, _, hi in phases])
+            except struct.error:
+                return False
+            times = b"".join(
+                (packed[: 8 * n], lo, packed[8 * n : 16 * n], hi, packed[16 * n :], bytes(len(lo)))
+            )
+            has += bytes(len(phases))
         tokens = count_planned(spans, shape.carriers) if shape.carriers else _NO_TOKENS
-        weight = (
-            trace_weight(spans, spans[shape.root])
-            if shape.sampled or any(map(_WEIGHTED, spans))
-            else FULL
-        )
+        weight = trace_weight(spans, spans[shape.root]) if shape.sampled or weighted else FULL
         # Whether the batch cannot give this trace back: no time or mark too wide for
         # the arrays (see _NARROW) and every remote child inside its parent's time
         # (fix_clocks then only widens ends, and a child inside is never skewed).
         settled = not times[_HIGH::8].translate(None, _NARROW)
-        for p, c in shape.nested if settled else ():
-            if starts[c] < starts[p] or ends[c] > ends[p]:
-                settled = False
-                break
+        if settled and shape.nested:
+            word = memoryview(packed).cast("q")  # starts, then ends
+            for p, c in shape.nested:
+                if word[c] < word[p] or word[n + c] > word[n + p]:
+                    settled = False
+                    break
         at = shape.coordinator
         coordinator = None if at < 0 else coordinator_ttft_ns(spans[at])
         return Ticket(shape, times, has, tokens, settled, weight, coordinator)

@@ -1,0 +1,105 @@
+"""The compiled shape words equal the Python reference, on every kind of trace.
+
+``words`` (``tracer/analysis/execution/_words.c``) must give what
+:func:`~tracer.analysis.execution.words.shape_words` gives for any list of spans, or
+NotImplemented (then the reference is used). The spans here vary every field: ids that
+repeat, parents that are missing, None or their own span, key fields of every type,
+attribute dicts in any order, times past int64, marks or none, a trace state.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sysconfig
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracer.analysis.execution import words as words_module
+from tracer.analysis.execution.words import shape_words
+from tracer.spans.model import Span
+
+compiled = words_module._compiled_words
+
+
+def test_the_compiled_words_are_built_where_a_compiler_is():
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        pytest.skip("no C compiler here: hoptrace installs without the compiled words")
+    assert compiled is not None, (
+        "tracer/analysis/execution/_words.c was not built (pip install -e . builds it) "
+        "or HOPTRACE_NATIVE=off is set"
+    )
+
+
+needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled words are not built")
+
+_ids = st.sampled_from(["a1", "b2", "c3", "d4", "e5"])
+_time = st.one_of(
+    st.integers(1, 10**18), st.integers(2**63 - 3, 2**63 + 3), st.integers(-(2**64), -1)
+)
+
+
+@st.composite
+def _span(draw) -> Span:
+    return Span(
+        trace_id="t",
+        span_id=draw(_ids),
+        parent_id=draw(st.one_of(st.none(), _ids, st.just("zz"))),
+        service=draw(st.sampled_from(["app", "model", ""])),
+        name=draw(st.sampled_from(["chat", "POST /v1", "é"])),
+        kind=draw(st.integers(0, 5)),
+        start_ns=draw(_time),
+        end_ns=draw(_time),
+        stage=draw(st.one_of(st.none(), st.sampled_from(["auth", "inference"]))),
+        status=draw(st.integers(0, 2)),
+        first_token_ns=draw(st.one_of(st.none(), _time)),
+        attributes=draw(
+            st.dictionaries(
+                st.sampled_from(["gen_ai.usage.input_tokens", "k", "hoptrace.stage", "x"]),
+                st.one_of(st.integers(), st.text(max_size=2), st.none()),
+                max_size=4,
+            )
+        ),
+        trace_state=draw(st.one_of(st.none(), st.just(""), st.just("ot=th:8"))),
+    )
+
+
+@needs_compiled
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(_span(), min_size=1, max_size=8))
+def test_compiled_words_equal_the_reference(spans):
+    got = compiled(spans)
+    want = shape_words(spans)
+    assert got is not NotImplemented
+    assert got == want
+    if got is not None:
+        key, times, has, weighted = got
+        assert [type(x) for x in key[0]] == [int] * len(spans)
+        assert type(weighted) is bool
+
+
+@needs_compiled
+def test_what_the_compiled_words_do_not_read_goes_to_the_reference():
+    plain = Span("t", "a", None, "app", "chat", 2, 1, 2)
+
+    class Other(Span):
+        pass
+
+    odd = [
+        [],  # nothing
+        [plain] * 513,  # more spans than the batches take
+        [Other("t", "a", None, "app", "chat", 2, 1, 2)],  # another type
+        [Span("t", "a", None, "app", "chat", 2, 1.0, 2)],  # a float time
+        [Span("t", "a", 7, "app", "chat", 2, 1, 2)],  # a parent id that is not a string
+        [Span("t", "a", None, "app", "chat", 2, 1, 2, attributes=_Dict(x=1))],
+    ]
+    for spans in odd:
+        assert compiled(spans) is NotImplemented
+        assert words_module.words(spans) == shape_words(spans)
+    assert compiled((plain,)) is NotImplemented  # a tuple, not a list
+
+
+class _Dict(dict):
+    pass

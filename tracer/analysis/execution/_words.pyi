@@ -1,0 +1,6 @@
+"""Type stub of the compiled shape key and machine words (``_words.c``)."""
+
+from typing import Any
+
+def words(spans: list[Any]) -> Any: ...
+def configure(*args: Any) -> None: ...
