@@ -920,25 +920,12 @@ template_slots(const Buf *B, Py_ssize_t s, Slot *slots, int *nslots, Py_ssize_t 
     return p >= 0;
 }
 
-/* What remember() (Python) makes of the text [s, e): (dict, stage, general), a new
- * reference, or NULL with ASIDE / FAILED in *r. */
+/* What remember() (Python) makes of a text not in its memo: (dict, stage, general),
+ * a new reference, or NULL with ASIDE / FAILED in *r. */
 static PyObject *
-remembered(const Buf *B, Py_ssize_t s, Py_ssize_t e, int *r)
+remembered(PyObject *text, int *r)
 {
-    PyObject *text = s < 0 ? Py_NewRef(empty_text)
-                           : PyBytes_FromStringAndSize((const char *)B->b + s, e - s);
-    if (text == NULL) {
-        *r = FAILED;
-        return NULL;
-    }
-    PyObject *seen = PyDict_GetItemWithError(attribute_memo, text);
-    if (seen != NULL) {
-        Py_INCREF(seen);
-    }
-    else if (!PyErr_Occurred()) {
-        seen = PyObject_CallOneArg(remember, text);
-    }
-    Py_DECREF(text);
+    PyObject *seen = PyObject_CallOneArg(remember, text);
     if (seen == NULL) {
         *r = FAILED;
         return NULL;
@@ -1027,7 +1014,7 @@ static PyObject *
 slot_number(const Buf *B, const Slot *slot, double bound)
 {
     double as_double;
-    PyObject *out;
+    long long v = 0;
     if (slot->is_double == 2) {
         return PyUnicode_DecodeUTF8(
             (const char *)B->b + slot->val_s, slot->val_e - slot->val_s, NULL
@@ -1041,33 +1028,37 @@ slot_number(const Buf *B, const Slot *slot, double bound)
         text[len] = '\0';
         as_double = PyOS_string_to_double(text, &end, NULL);
         if (as_double == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear(); /* not a number it reads: Python decodes the list */
             return NULL;
         }
         if (end != text + len || !isfinite(as_double)) {
             return NULL;
         }
-        out = NULL;
     }
     else {
-        long long v = 0;
-        Py_ssize_t s = slot->val_s;
-        int negative = B->b[s] == '-';
-        digits(B, s + negative, slot->val_e, &v);
-        if (negative) {
-            v = -v;
-        }
+        int negative = B->b[slot->val_s] == '-';
+        digits(B, slot->val_s + negative, slot->val_e, &v);
+        v = negative ? -v : v;
         as_double = (double)v;
-        out = NULL;
-        if (bound < 0 || (-bound <= as_double && as_double <= bound)) {
-            return PyLong_FromLongLong(v);
-        }
-        return NULL;
     }
     if (bound >= 0 && !(-bound <= as_double && as_double <= bound)) {
-        return NULL;
+        return NULL; /* the typed decoder's check would be called: Python decodes it */
     }
-    (void)out;
-    return PyFloat_FromDouble(as_double);
+    return slot->is_double ? PyFloat_FromDouble(as_double) : PyLong_FromLongLong(v);
+}
+
+/* A span's own attributes from a decoding (dict, stage, general, ...): `dict` (taken)
+ * or a copy of the decoding's; FAILED when the copy cannot be made. */
+static int
+take(PyObject *decoded, PyObject *dict, PyObject **attributes, PyObject **stage, int *general)
+{
+    *attributes = dict != NULL ? dict : PyDict_Copy(PyTuple_GET_ITEM(decoded, 0));
+    if (*attributes == NULL) {
+        return FAILED;
+    }
+    *stage = Py_NewRef(PyTuple_GET_ITEM(decoded, 1));
+    *general = PyObject_IsTrue(PyTuple_GET_ITEM(decoded, 2));
+    return 0;
 }
 
 /* The span's attributes (its own dict), its stage and whether the first-token rules
@@ -1088,35 +1079,30 @@ attributes_of(const Buf *B, RawSpan *raw, PyObject **attributes, PyObject **stag
         return FAILED;
     }
     seen = PyDict_GetItemWithError(attribute_memo, text);
-    Py_DECREF(text);
-    if (seen != NULL) {
-        *attributes = PyDict_Copy(PyTuple_GET_ITEM(seen, 0));
-        *stage = Py_NewRef(PyTuple_GET_ITEM(seen, 1));
-        *general = PyObject_IsTrue(PyTuple_GET_ITEM(seen, 2));
-        return *attributes == NULL ? FAILED : 0;
-    }
-    if (PyErr_Occurred()) {
-        return FAILED;
+    if (seen != NULL || PyErr_Occurred()) {
+        Py_DECREF(text);
+        return seen != NULL ? take(seen, NULL, attributes, stage, general) : FAILED;
     }
     if (raw->attr_s >= 0 && len <= MAX_TEMPLATE &&
         template_slots(B, raw->attr_s, slots, &nslots, &count) && nslots > 0) {
-        char text[MAX_TEMPLATE];
+        char bare[MAX_TEMPLATE];
         Py_ssize_t at = raw->attr_s, n = 0;
         for (int i = 0; i < nslots; i++) {
-            memcpy(text + n, B->b + at, (size_t)(slots[i].val_s - at));
+            memcpy(bare + n, B->b + at, (size_t)(slots[i].val_s - at));
             n += slots[i].val_s - at;
             at = slots[i].val_e;
         }
-        memcpy(text + n, B->b + at, (size_t)(raw->attr_e - at));
+        memcpy(bare + n, B->b + at, (size_t)(raw->attr_e - at));
         n += raw->attr_e - at;
-        key = PyBytes_FromStringAndSize(text, n);
+        key = PyBytes_FromStringAndSize(bare, n);
         if (key == NULL) {
+            Py_DECREF(text);
             return FAILED;
         }
         entry = PyDict_GetItemWithError(template_memo, key);
         if (entry == NULL && PyErr_Occurred()) {
-            Py_DECREF(key);
-            return FAILED;
+            r = FAILED;
+            goto done;
         }
     }
     if (entry != NULL) {
@@ -1124,63 +1110,47 @@ attributes_of(const Buf *B, RawSpan *raw, PyObject **attributes, PyObject **stag
         PyObject *keys = PyTuple_GET_ITEM(entry, 3), *bounds = PyTuple_GET_ITEM(entry, 4);
         int whole = dict != NULL;
         for (int i = 0; whole && i < nslots; i++) {
-            PyObject *value = slot_number(B, &slots[i], PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(bounds, i)));
-            if (value == NULL) {
-                whole = 0;
-                break;
-            }
-            if (PyDict_SetItem(dict, PyTuple_GET_ITEM(keys, i), value) < 0) {
-                Py_DECREF(value);
-                whole = 0;
-                break;
-            }
-            Py_DECREF(value);
+            double bound = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(bounds, i));
+            PyObject *value = slot_number(B, &slots[i], bound);
+            whole = value != NULL && PyDict_SetItem(dict, PyTuple_GET_ITEM(keys, i), value) == 0;
+            Py_XDECREF(value);
         }
         if (whole) {
-            Py_DECREF(key);
-            *attributes = dict;
-            *stage = Py_NewRef(PyTuple_GET_ITEM(entry, 1));
-            *general = PyObject_IsTrue(PyTuple_GET_ITEM(entry, 2));
-            return 0;
+            r = take(entry, dict, attributes, stage, general);
+            goto done;
         }
         Py_XDECREF(dict);
         if (PyErr_Occurred()) {
-            Py_DECREF(key);
-            return FAILED;
+            r = FAILED;
+            goto done;
         }
-        Py_CLEAR(key); /* a number the template cannot take: Python decodes it */
+        Py_CLEAR(key); /* a value the template cannot take: Python decodes the list */
     }
-    seen = remembered(B, raw->attr_s, raw->attr_e, &r);
+    seen = remembered(text, &r);
     if (seen == NULL) {
-        Py_XDECREF(key);
-        return r;
+        goto done;
     }
     if (key != NULL) {
         PyObject *made = new_template(B, seen, slots, nslots, count);
-        if (made == NULL && PyErr_Occurred()) {
-            Py_DECREF(key);
-            Py_DECREF(seen);
-            return FAILED;
-        }
         if (made != NULL) {
             if (PyDict_GET_SIZE(template_memo) >= MAX_TEMPLATES) {
                 PyDict_Clear(template_memo);
             }
-            r = PyDict_SetItem(template_memo, key, made);
+            r = PyDict_SetItem(template_memo, key, made) < 0 ? FAILED : 0;
             Py_DECREF(made);
-            if (r < 0) {
-                Py_DECREF(key);
-                Py_DECREF(seen);
-                return FAILED;
-            }
         }
-        Py_DECREF(key);
+        else if (PyErr_Occurred()) {
+            r = FAILED;
+        }
     }
-    *attributes = PyDict_Copy(PyTuple_GET_ITEM(seen, 0)); /* each span its own dict */
-    *stage = Py_NewRef(PyTuple_GET_ITEM(seen, 1));
-    *general = PyObject_IsTrue(PyTuple_GET_ITEM(seen, 2));
+    if (r == 0) {
+        r = take(seen, NULL, attributes, stage, general); /* each span its own dict */
+    }
     Py_DECREF(seen);
-    return *attributes == NULL ? FAILED : 0;
+done:
+    Py_DECREF(text);
+    Py_XDECREF(key);
+    return r;
 }
 
 /* The line being decoded: what it has made so far. */

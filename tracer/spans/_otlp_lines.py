@@ -373,11 +373,9 @@ def typed_traces(line: bytes) -> dict[str, list[Span]] | None:
     then Python (the reference the compiled decoder is tested against)."""
     try:
         return _traces(_decode(line))
-    except (msgspec.DecodeError, msgspec.ValidationError, _StepAside):
-        return None
-    except RecursionError:
-        # Values nested deeper than msgspec or _big recurse: orjson reads up to 1024
-        # levels, and the general path reads values MAX_VALUE_DEPTH deep.
+    except _STEP_ASIDE:
+        # (RecursionError: values nested deeper than msgspec or _big recurse; orjson
+        # reads up to 1024 levels, and the general path reads values MAX_VALUE_DEPTH deep.)
         return None
 
 

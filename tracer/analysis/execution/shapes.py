@@ -29,8 +29,6 @@ shift (given back to the scalar path).
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -128,8 +126,6 @@ class Shape:
     #: (parent, child) of each remote edge the clock check reads
     nested: list[tuple[int, int]]
     phases: list[tuple[int, str]]
-    #: a trace's starts, ends and marks (0: none) as n int64 each, in machine order
-    pack: Callable[..., bytes]
     #: the root carries a sampler's attribute (the attribute keys are in the key)
     sampled: bool = False
     #: the P/D coordinator span whose own time to first token is read per trace, or -1
@@ -141,7 +137,7 @@ class Shape:
     tokens: list[tuple[int | None, int | None, str | None, int | None]] = field(
         default_factory=list
     )
-    #: per trace: its spans' starts, ends and marks (0: none), as int64 (``pack``)
+    #: per trace: its spans' starts, ends and marks (0: none), as int64 (``words.shape_words``)
     times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
     spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
@@ -342,7 +338,6 @@ def learn(
         stage=list(trace.stage),
         hop=list(trace.hop),
         blocking=trace.blocking,
-        pack=struct.Struct(f"{3 * n}q").pack,
         sampled=not SAMPLING_KEYS.isdisjoint(spans[root].attributes),
         coordinator=trace.coordinator,
         nested=[
