@@ -1,6 +1,6 @@
 """The compiled parts, built where a C compiler is (else left out: Python does the same
-work, slower): the OTLP JSON-lines decoder and the batches' shape key and machine
-words. Everything else is in pyproject.toml."""
+work, slower): the OTLP JSON-lines decoder, and the analysis's per-trace steps (the
+streaming window, the batches' shape key and machine words, the split value's span). Everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -13,8 +13,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "tracer.analysis.execution._words",
-            ["tracer/analysis/execution/_words.c"],
+            "tracer.analysis.execution._native",
+            ["tracer/analysis/execution/_native.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -1,7 +1,9 @@
-"""The compiled shape words equal the Python reference, on every kind of trace.
+"""The compiled shape words and split holders equal the Python references, on every kind
+of trace.
 
-``words`` (``tracer/analysis/execution/_words.c``) must give what
-:func:`~tracer.analysis.execution.words.shape_words` gives for any list of spans, or
+``words`` (``tracer/analysis/execution/_native.c``) must give what
+:func:`~tracer.analysis.execution.words.shape_words` gives for any list of spans, and
+``earliest`` what :func:`~tracer.analysis.execution.words.earliest_holder` gives, or
 NotImplemented (then the reference is used). The spans here vary every field: ids that
 repeat, parents that are missing, None or their own span, key fields of every type,
 attribute dicts in any order, times past int64, marks or none, a trace state.
@@ -17,10 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracer.analysis.execution import words as words_module
-from tracer.analysis.execution.words import shape_words
+from tracer.analysis.execution.attribute import split_value
+from tracer.analysis.execution.words import earliest_holder, shape_words
 from tracer.spans.model import Span
 
 compiled = words_module._compiled_words
+compiled_earliest = words_module._compiled_earliest
 
 
 def test_the_compiled_words_are_built_where_a_compiler_is():
@@ -28,7 +32,7 @@ def test_the_compiled_words_are_built_where_a_compiler_is():
     if shutil.which(cc) is None:
         pytest.skip("no C compiler here: hoptrace installs without the compiled words")
     assert compiled is not None, (
-        "tracer/analysis/execution/_words.c was not built (pip install -e . builds it) "
+        "tracer/analysis/execution/_native.c was not built (pip install -e . builds it) "
         "or HOPTRACE_NATIVE=off is set"
     )
 
@@ -103,3 +107,48 @@ def test_what_the_compiled_words_do_not_read_goes_to_the_reference():
 
 class _Dict(dict):
     pass
+
+
+_KEYS = st.sampled_from(["gen_ai.usage.input_tokens", "k", "hoptrace.stage", "x"])
+
+
+@needs_compiled
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_span(), min_size=0, max_size=8), _KEYS)
+def test_the_compiled_split_holder_is_the_reference_span(spans, key):
+    got = compiled_earliest(spans, key)
+    if any(type(s.start_ns) is int and not -(2**63) <= s.start_ns < 2**63 for s in spans):
+        assert got is NotImplemented or got is earliest_holder(spans, key)
+        return
+    assert got is earliest_holder(spans, key)  # the same span, not an equal one
+
+
+@needs_compiled
+def test_the_first_of_equal_starts_holds_the_split_value():
+    spans = [
+        Span("t", "a", None, "app", "chat", 2, 5, 9, attributes={"hoptrace.run": "late"}),
+        Span("t", "b", "a", "app", "chat", 2, 3, 9, attributes={"hoptrace.run": "first"}),
+        Span("t", "c", "a", "app", "chat", 2, 3, 9, attributes={"hoptrace.run": "second"}),
+        Span("t", "d", "a", "app", "chat", 2, 1, 9),
+    ]
+    assert compiled_earliest(spans, "hoptrace.run") is spans[1]
+    assert split_value(spans, "hoptrace.run") == "first"
+    assert split_value(spans, "absent") == "(none)"
+    assert compiled_earliest(spans, "absent") is None
+
+
+@needs_compiled
+def test_what_the_compiled_holder_does_not_read_goes_to_the_reference():
+    plain = Span("t", "a", None, "app", "chat", 2, 1, 2, attributes={"k": 1})
+    odd = [
+        ([plain], 7),  # a key that is not a string
+        ((plain,), "k"),  # a tuple, not a list
+        ([Span("t", "a", None, "app", "chat", 2, 1.0, 2, attributes={"k": 1})], "k"),
+        ([Span("t", "a", None, "app", "chat", 2, 2**64, 2, attributes={"k": 1})], "k"),
+        ([Span("t", "a", None, "app", "chat", 2, 1, 2, attributes=_Dict(k=1))], "k"),
+    ]
+    for spans, key in odd:
+        assert compiled_earliest(spans, key) is NotImplemented
+        assert words_module.earliest(list(spans), key) is earliest_holder(list(spans), key)
+    with pytest.raises(TypeError):
+        compiled_earliest([plain])

@@ -42,15 +42,17 @@ static PyObject *unknown_service;
 static PyObject *empty_text; /* b"[]": a span without attributes */
 static long long lax_int, time_limit;
 
-/* Event names, as UTF-8: marks, phases, details (step aside), and the ones the
- * first-token rules read. */
-#define MAX_NAMES 16
+/* Names, as UTF-8: events' (marks, phases, details that step aside, the ones the
+ * first-token rules read) and attribute keys' (whose values a template keeps). */
+#define MAX_NAMES 64
 typedef struct {
     int count;
     Py_ssize_t len[MAX_NAMES];
     char *text[MAX_NAMES];
 } Names;
 static Names mark_names, phase_names, detail_names, wanted_names;
+/* Keys whose numbers, and keys whose strings, are part of a template's text. */
+static Names literal_numbers, literal_strings;
 
 static int
 in_names(const Names *names, const unsigned char *s, Py_ssize_t len)
@@ -776,10 +778,11 @@ parse_span(const Buf *B, Py_ssize_t p, RawSpan *span, Events *events)
  * out, remembered with what Python decoded for the first text of that template and
  * the keys of the numbers. A span of a known template gets that dict with its own
  * numbers in, read here as Python reads them (an int of decimal digits, a float by
- * PyOS_string_to_double, which is correctly rounded as msgspec's parser is). A number
- * that NUMBER_BOUNDS would question, a key whose value is decided on (the stage, the
- * numbers the typed decoder always checks), a list with a key twice: decoded in
- * Python, as without templates.
+ * PyOS_string_to_double, which is correctly rounded as msgspec's parser is; a string
+ * as it is). The value of a key that is decided on (the stage, the numbers the typed
+ * decoder always checks, any string under a numeric key) stays in the template's text,
+ * so a list with another stage is another template. A number that NUMBER_BOUNDS would
+ * question, a list with a key twice: decoded in Python, as without templates.
  */
 
 typedef struct {
@@ -792,8 +795,6 @@ typedef struct {
 
 static PyObject *template_memo; /* template -> (dict, stage, general, keys, bounds) */
 static PyObject *number_bounds; /* key -> the bound NUMBER_BOUNDS gives it */
-static PyObject *never_template; /* keys whose numbers are never templated */
-static PyObject *never_strings; /* keys whose strings are never templated */
 
 /* {"intValue": "-12"}, {"intValue": 12}, {"doubleValue": 1.5} or {"stringValue":
  * "text"} (no escapes) at p: 1 and the value's place, or 0 (any other value). */
@@ -908,7 +909,10 @@ template_slots(const Buf *B, Py_ssize_t s, Slot *slots, int *nslots, Py_ssize_t 
             return 0;
         }
         (*count)++;
-        if (numeric) {
+        /* A value decided on stays in the template's text: lists with another stage
+         * are another template. */
+        if (numeric && !in_names(slot.is_double == 2 ? &literal_strings : &literal_numbers,
+                                 B->b + slot.key_s, slot.key_e - slot.key_s)) {
             if (*nslots == MAX_SLOTS) {
                 return 0;
             }
@@ -966,15 +970,11 @@ new_template(const Buf *B, PyObject *seen, Slot *slots, int nslots, Py_ssize_t c
             goto fail;
         }
         PyTuple_SET_ITEM(keys, i, key);
-        int never = PySet_Contains(slots[i].is_double == 2 ? never_strings : never_template, key);
-        if (never < 0) {
-            goto fail;
-        }
         PyObject *value = PyDict_GetItemWithError(dict, key);
         int typed = value != NULL && (slots[i].is_double == 2   ? PyUnicode_CheckExact(value)
                                       : slots[i].is_double == 1 ? PyFloat_CheckExact(value)
                                                                 : PyLong_CheckExact(value));
-        if (never || !typed) {
+        if (!typed) {
             if (PyErr_Occurred()) {
                 goto fail;
             }
@@ -1573,7 +1573,7 @@ set_names(Names *names, PyObject *iterable)
     }
     if (PyTuple_GET_SIZE(items) > MAX_NAMES) {
         Py_DECREF(items);
-        PyErr_SetString(PyExc_ValueError, "too many event names");
+        PyErr_SetString(PyExc_ValueError, "too many names");
         return -1;
     }
     for (int i = 0; i < names->count; i++) {
@@ -1615,7 +1615,8 @@ configure(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     if (set_names(&mark_names, marks) < 0 || set_names(&phase_names, phases) < 0 ||
-        set_names(&detail_names, details) < 0 || set_names(&wanted_names, wanted) < 0) {
+        set_names(&detail_names, details) < 0 || set_names(&wanted_names, wanted) < 0 ||
+        set_names(&literal_numbers, never) < 0 || set_names(&literal_strings, strings) < 0) {
         return NULL;
     }
     Py_XSETREF(span_type, Py_NewRef(span));
@@ -1625,8 +1626,6 @@ configure(PyObject *Py_UNUSED(module), PyObject *args)
     Py_XSETREF(first_token, Py_NewRef(first_fn));
     Py_XSETREF(unknown_service, Py_NewRef(unknown));
     Py_XSETREF(number_bounds, Py_NewRef(bounds));
-    Py_XSETREF(never_template, Py_NewRef(never));
-    Py_XSETREF(never_strings, Py_NewRef(strings));
     Py_XSETREF(template_memo, PyDict_New());
     if (template_memo == NULL) {
         return NULL;
@@ -1654,8 +1653,8 @@ static PyMethodDef methods[] = {
      "decode(line) -> {trace id: [Span]} or None (the Python decoder must read the line)"},
     {"configure", configure, METH_VARARGS,
      "configure(Span, memo, remember, service_of, first_token, unknown_service, marks, "
-     "phases, details, wanted, lax_int, time_limit, number_bounds, never_template, "
-     "never_strings)"},
+     "phases, details, wanted, lax_int, time_limit, number_bounds, literal_numbers, "
+     "literal_strings)"},
     {NULL, NULL, 0, NULL},
 };
 

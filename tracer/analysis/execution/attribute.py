@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import attrgetter, contains
 
 from tracer.analysis._table import Projected, TraceTable
 from tracer.analysis.breakdown import break_down
 from tracer.analysis.execution.batches import ShapeBatcher, batching
+from tracer.analysis.execution.words import earliest
 from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.traceset import TraceFilter
 from tracer.analysis.weights import trace_weight
@@ -20,18 +19,11 @@ __all__ = ["NONE", "Attributor", "split_value"]
 
 #: The value of traces that do not carry the attribute.
 NONE = "(none)"
-_ATTRIBUTES = attrgetter("attributes")
 
 
 def split_value(spans: list[Span], attribute: str) -> str:
     """The value of ``attribute`` on the earliest span that carries it, else :data:`NONE`."""
-    carries = list(map(contains, map(_ATTRIBUTES, spans), repeat(attribute)))
-    if True not in carries:  # most traces, for most attributes: without a step a span
-        return NONE
-    best: Span | None = None
-    for s, has in zip(spans, carries, strict=True):
-        if has and (best is None or s.start_ns < best.start_ns):
-            best = s
+    best = earliest(spans, attribute)
     if best is None:
         return NONE
     value = best.attributes[attribute]

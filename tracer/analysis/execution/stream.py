@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
+from tracer._compiled import enabled as compiled_parts_enabled
 from tracer._errors import positive_setting
 from tracer.analysis._table import TraceTable
 from tracer.analysis.execution.attribute import Attributor
@@ -42,6 +43,7 @@ __all__ = [
     "Attributor",
     "ACROSS_FILES",
     "LineTally",
+    "Window",
     "attribute_parts",
     "join_parts",
     "read_traces",
@@ -56,6 +58,8 @@ __all__ = [
 WINDOW_SPANS = 20_000
 #: The window a stream starts with (see the module docstring).
 FIRST_WINDOW = 2_048
+
+_Attribute = Callable[[str, list[Span], int, int], None]
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
 
@@ -74,7 +78,7 @@ def stream_range(
     file_index: int,
     lo: int,
     hi: int,
-    attribute: Callable[[str, list[Span], int, int], None],
+    attribute: _Attribute,
     window: int,
     loaded: Warnings,
     lines: LineTally,
@@ -87,47 +91,15 @@ def stream_range(
     Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
     is told the bytes read every 256 lines.
     """
-    # id -> [spans, seq, last span number, last end]
-    open_traces: dict[str, list[Any]] = {}
-    queue: deque[tuple[int, str]] = deque()
-    seen = pending = 0
-    largest, window = window, min(window, FIRST_WINDOW)
-    # The traces attributed last (as many as the largest window has spans): a part of
-    # one of them that arrives now says the window is too small.
-    closed: set[str] = set()
-    closing: deque[str] = deque()
+    held = _Window(min(window, FIRST_WINDOW), window)
     sink = TraceSet(warnings=loaded)
+    pending = 0
     with open(path, "rb", buffering=BUFFER) as fh:
         for n, (offset, line) in enumerate(lines_in(fh, lo, hi), 1):
             parse(line, sink, path, lines)
-            end = offset + len(line)
             if sink.traces:
-                for slot, (tid, spans) in enumerate(sink.traces.items()):
-                    seen += len(spans)
-                    entry = open_traces.get(tid)
-                    if entry is None:
-                        open_traces[tid] = [spans, seq_of(file_index, offset, slot), seen, end]
-                        if tid in closed and window < largest:
-                            window = min(2 * window, largest)
-                            if window == largest:
-                                closed.clear()
-                                closing.clear()
-                    else:
-                        entry[0].extend(spans)
-                        entry[2], entry[3] = seen, end
-                    queue.append((seen, tid))
+                held.take(sink.traces, seq_of(file_index, offset, 0), offset + len(line), attribute)
                 sink.traces = {}
-                while queue and seen - queue[0][0] > window:
-                    mark, tid = queue.popleft()
-                    entry = open_traces.get(tid)
-                    if entry is not None and entry[2] == mark:
-                        del open_traces[tid]
-                        attribute(tid, entry[0], entry[1], entry[3])
-                        if window < largest:
-                            closed.add(tid)
-                            closing.append(tid)
-                            if len(closing) > largest:
-                                closed.discard(closing.popleft())
             if progress is not None:
                 pending += len(line)
                 if n % 256 == 0:
@@ -135,8 +107,87 @@ def stream_range(
                     pending = 0
     if progress is not None and pending:
         progress(pending)
-    for tid, (spans, seq, _, end) in open_traces.items():
-        attribute(tid, spans, seq, end)
+    held.rest(attribute)
+
+
+class Window:
+    """The streaming window (the module docstring): the parts of each trace grouped as
+    lines arrive, a trace handed to ``attribute(trace id, spans, seq, end)`` once
+    ``window`` spans have been read past its last part; the window doubles, up to
+    ``largest``, when a part of a trace arrives after the trace was handed over.
+
+    ``_native.c`` holds the same in C (``Window`` there), used where it is built; this
+    is the reference (``tests/analysis/test_window.py`` compares the two)."""
+
+    def __init__(self, window: int, largest: int) -> None:
+        if window <= 0 or largest <= 0:
+            raise ValueError("a window is a positive number of spans")
+        self.window, self.largest = min(window, largest), largest
+        # id -> [spans, seq, spans read at its last part (its mark), its last line's end]
+        self._open: dict[str, list[Any]] = {}
+        self._queue: deque[tuple[int, str]] = deque()  # (mark, id) of every part
+        self._seen = 0
+        # The traces handed over last (as many as the largest window has spans): a part
+        # of one of them that arrives now says the window is too small.
+        self._closed: set[str] = set()
+        self._closing: deque[str] = deque()
+
+    def take(
+        self, traces: dict[str, list[Span]], seq: int, end: int, attribute: _Attribute
+    ) -> None:
+        """A line's traces (first appearing at ``seq`` | their order in the line, the
+        line ending at byte ``end``) into the window; the traces now complete to
+        ``attribute``."""
+        open_traces, queue = self._open, self._queue
+        seen = self._seen
+        for slot, (tid, spans) in enumerate(traces.items()):
+            seen += len(spans)
+            entry = open_traces.get(tid)
+            if entry is None:
+                open_traces[tid] = [spans, seq | min(slot, 4095), seen, end]
+                if self.window < self.largest and tid in self._closed:
+                    self.window = min(2 * self.window, self.largest)
+                    if self.window == self.largest:
+                        self._closed.clear()
+                        self._closing.clear()
+            else:
+                entry[0].extend(spans)
+                entry[2], entry[3] = seen, end
+            queue.append((seen, tid))
+        self._seen = seen
+        while queue and seen - queue[0][0] > self.window:
+            mark, tid = queue.popleft()
+            entry = open_traces.get(tid)
+            if entry is not None and entry[2] == mark:
+                del open_traces[tid]
+                attribute(tid, entry[0], entry[1], entry[3])
+                if self.window < self.largest:
+                    self._closed.add(tid)
+                    self._closing.append(tid)
+                    if len(self._closing) > self.largest:
+                        self._closed.discard(self._closing.popleft())
+
+    def rest(self, attribute: _Attribute) -> None:
+        """Every trace still open to ``attribute``, in the order they first appeared."""
+        open_traces, self._open = self._open, {}
+        for tid, (spans, seq, _, end) in open_traces.items():
+            attribute(tid, spans, seq, end)
+
+
+def _compiled_window() -> type[Window]:
+    """``_native.c``'s window where it is built (and ``HOPTRACE_NATIVE`` is not off),
+    else :class:`Window`."""
+    if compiled_parts_enabled():
+        try:
+            from tracer.analysis.execution._native import Window as Compiled
+        except ImportError:
+            pass
+        else:
+            return cast(type[Window], Compiled)
+    return Window
+
+
+_Window = _compiled_window()
 
 
 def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:

@@ -1,9 +1,11 @@
-"""What the batches read of every trace: its shape key and its machine words.
+"""What is read of every trace before it is attributed: its shape key and machine
+words (what the batches read), and the span a split value comes from.
 
-:func:`shape_words` is the reference, in Python; ``_words.c`` reads the same in one pass
-in C where it is built (``HOPTRACE_NATIVE=off``: not used), configured with the fields
-:data:`~tracer.analysis.execution.shapes.FIELDS` names for the key, the tree, the
-times and the weight, so that what is in the key is decided in one place.
+:func:`shape_words` and :func:`earliest_holder` are the references, in Python;
+``_native.c`` reads the same in C where it is built (``HOPTRACE_NATIVE=off``: not used),
+configured with the fields :data:`~tracer.analysis.execution.shapes.FIELDS` names for
+the key, the tree, the times and the weight, so that what is in the key is decided in
+one place.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from itertools import repeat
-from operator import attrgetter, is_not
+from operator import attrgetter, contains, is_not
 from typing import Any, cast
 
 from tracer._compiled import enabled as compiled_parts_enabled
 from tracer.analysis.execution.shapes import FIELDS, MAX_SPANS
 from tracer.spans.model import Span
 
-__all__ = ["shape_words", "words"]
+__all__ = ["earliest", "earliest_holder", "shape_words", "words"]
 
 _START, _END = attrgetter("start_ns"), attrgetter("end_ns")
 _MARK = attrgetter("first_token_ns")
@@ -43,7 +45,7 @@ def shape_words(spans: list[Span]) -> tuple[tuple, bytes | None, bytes, bool] | 
     positions, -1 for none; the key fields of each span, ``FIELDS``; each span's
     attribute keys), its starts, ends and marks (0: none) as 3n int64 words (None: one
     past int64), which spans have a mark, and whether a span has a field only the weight
-    reads. None: a duplicate span id. ``_words.c`` reads the same in C (the reference is
+    reads. None: a duplicate span id. ``_native.c`` reads the same in C (the reference is
     this function: ``tests/analysis/test_words.py``)."""
     n = len(spans)
     # n <= MAX_SPANS: the positions outlast the ids
@@ -65,16 +67,29 @@ def shape_words(spans: list[Span]) -> tuple[tuple, bytes | None, bytes, bool] | 
     return key, times, has, any(map(_WEIGHTED, spans))
 
 
-def _compiled() -> Callable[[list[Span]], Any] | None:
-    """``_words.c``'s words, configured with the fields ``FIELDS`` names, or None (not
-    built, or ``HOPTRACE_NATIVE=off``)."""
+def earliest_holder(spans: list[Span], attribute: str) -> Span | None:
+    """The earliest span whose attributes hold ``attribute`` (of equal starts, the
+    first), else None."""
+    holds = list(map(contains, map(_ATTRIBUTES, spans), repeat(attribute)))
+    if True not in holds:  # most traces, for most attributes: without a step a span
+        return None
+    best: Span | None = None
+    for s, has in zip(spans, holds, strict=True):
+        if has and (best is None or s.start_ns < best.start_ns):
+            best = s
+    return best
+
+
+def _compiled() -> Any:
+    """``_native.c``, configured with the fields ``FIELDS`` names, or None (not built, or
+    ``HOPTRACE_NATIVE=off``)."""
     if not compiled_parts_enabled():
         return None
     try:
-        from tracer.analysis.execution import _words
+        from tracer.analysis.execution import _native
     except ImportError:
         return None
-    _words.configure(
+    _native.configure(
         Span,
         _KEYED,
         _WEIGHT_NAMES,
@@ -85,16 +100,27 @@ def _compiled() -> Callable[[list[Span]], Any] | None:
         "end_ns",
         "first_token_ns",
     )
-    return _words.words
+    return _native
 
 
-_compiled_words = _compiled()
+_built = _compiled()
+_compiled_words = None if _built is None else _built.words
+_compiled_earliest = None if _built is None else _built.earliest
 
 
 def words(spans: list[Span]) -> tuple[tuple, bytes | None, bytes, bool] | None:
-    """:func:`shape_words`, read in C where ``_words.c`` is built."""
+    """:func:`shape_words`, read in C where ``_native.c`` is built."""
     if _compiled_words is not None:
         got = _compiled_words(spans)
         if got is not NotImplemented:
             return cast(Any, got)
     return shape_words(spans)
+
+
+def earliest(spans: list[Span], attribute: str) -> Span | None:
+    """:func:`earliest_holder`, read in C where ``_native.c`` is built."""
+    if _compiled_earliest is not None:
+        got = _compiled_earliest(spans, attribute)
+        if got is not NotImplemented:
+            return cast(Any, got)
+    return earliest_holder(spans, attribute)
