@@ -119,6 +119,25 @@ def test_lists_that_differ_in_their_values_alone_share_a_template():
 
 
 @needs_native
+def test_a_decided_on_value_stays_in_the_template_so_another_stage_is_another_template():
+    _otlp_lines._compiled()  # configured afresh: no templates yet
+    stages = ["inference", "auth", "7"]
+
+    def staged(i: int) -> list:
+        stage = {"key": "hoptrace.stage", "value": {"stringValue": stages[i % 3]}}
+        return [*_llm_attributes(i)[:2], stage, *_llm_attributes(i)[2:]]
+
+    got = _same(_line([_span(i, staged(i)) for i in range(30)]))
+    assert got is not None
+    decoded = [s for trace in got.values() for s in trace]
+    assert [s.stage for s in decoded] == [stages[i % 3] for i in range(30)]
+    assert [s.attributes["gen_ai.usage.input_tokens"] for s in decoded] == [
+        100 + i for i in range(30)
+    ]
+    assert _templates() == 3  # one template a stage, its value in the text
+
+
+@needs_native
 @pytest.mark.parametrize(
     "attributes",
     [
