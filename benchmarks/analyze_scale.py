@@ -151,14 +151,16 @@ def _tree_memory_kib(root: int) -> tuple[int, int]:
 
 
 def run_analyze(
-    path: Path, workers: str | None, *extra: str
+    path: Path, workers: str | None, *extra: str, native: bool = True
 ) -> tuple[float, tuple[float, float], dict, float]:
     """Wall seconds, the peak MiB of the process tree (resident, proportional: see
     :func:`_tree_memory_kib`), the JSON result, and the CPU seconds (user + system) of the
-    process and its workers."""
+    process and its workers; ``native=False``: with ``HOPTRACE_NATIVE=off``."""
     env = dict(os.environ)
     if workers is not None:
         env["HOPTRACE_WORKERS"] = workers
+    if not native:
+        env["HOPTRACE_NATIVE"] = "off"
     before = os.times()
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -203,6 +205,12 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="write the generated file here and keep it")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved repetitions")
     parser.add_argument("--dask", action="store_true", help="also time --engine dask")
+    parser.add_argument(
+        "--python-too",
+        action="store_true",
+        help="also time one worker with HOPTRACE_NATIVE=off (the Python decoder and "
+        "per-trace steps instead of the compiled ones)",
+    )
     parser.add_argument("--layout", choices=("whole", "collector"), default="whole")
     parser.add_argument("--mix", choices=("chain", "llm"), default="chain")
     parser.add_argument(
@@ -215,6 +223,8 @@ def main() -> None:
     runs: list[tuple[str, str | None, tuple[str, ...]]] = [("serial", "1", ()), ("all", None, ())]
     if args.dask:
         runs.append(("dask", None, ("--engine", "dask")))
+    if args.python_too:
+        runs.append(("python", "1", ()))
     cases = [("whole", "chain"), ("collector", "llm")] if args.both else [(args.layout, args.mix)]
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
@@ -242,11 +252,15 @@ class _Case:
 
     def __init__(self) -> None:
         self.times: dict[str, list[float]] = {
-            k: [] for k in ("json", "orjson", "decode", "serial", "all", "dask")
+            k: [] for k in ("json", "orjson", "decode", "serial", "all", "dask", "python")
         }
-        self.cpu: dict[str, list[float]] = {k: [] for k in ("json", "serial", "all", "dask")}
+        self.cpu: dict[str, list[float]] = {
+            k: [] for k in ("json", "serial", "all", "dask", "python")
+        }
         #: (resident, proportional) peaks, MiB
-        self.peaks: dict[str, list[tuple[float, float]]] = {"serial": [], "all": [], "dask": []}
+        self.peaks: dict[str, list[tuple[float, float]]] = {
+            k: [] for k in ("serial", "all", "dask", "python")
+        }
         self.outputs: dict[str, dict] = {}
         self.size_mb = 0.0
 
@@ -270,7 +284,7 @@ class _Case:
             if name == "json":
                 self.cpu[name].append(time.process_time() - cpu_start)
         for name, workers, extra in runs:
-            seconds, peak, out, used = run_analyze(path, workers, *extra)
+            seconds, peak, out, used = run_analyze(path, workers, *extra, native=name != "python")
             self.times[name].append(seconds)
             self.cpu[name].append(used)
             self.peaks[name].append(peak)
@@ -334,6 +348,18 @@ class _Case:
             )
             same = "same result" if outputs["serial"] == outputs["dask"] else "RESULTS DIFFER"
             print(f"serial vs dask:    {same}")
+        if times["python"]:
+            ratios = ", ".join(
+                f"{a / j:.2f}" for a, j in zip(times["python"], times["json"], strict=True)
+            )
+            print(
+                f"{'compiled off:':19}{_spread(times['python'])}; one worker, "
+                f"HOPTRACE_NATIVE=off; {median['python'] / median['json']:.2f}x json.loads "
+                f"(per repetition {ratios}); peak "
+                f"{max(r for r, _ in peaks['python']):,.0f} MiB resident"
+            )
+            same = "same result" if outputs["serial"] == outputs["python"] else "RESULTS DIFFER"
+            print(f"compiled vs off:   {same}")
         print(f"e2e P50/P90 ms:    {out['e2e_ms']['p50']:.1f} / {out['e2e_ms']['p90']:.1f}")
         print()
 
