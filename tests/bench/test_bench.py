@@ -88,11 +88,15 @@ def test_bench_json_matches_the_traces_in_the_store(sweep, pooled):
         spans = roots[lv["run"]]
         assert len(spans) == REQUESTS
         durations = np.array([s.duration_ns for s in spans]) / 1e6
-        # The client span wraps the measured interval: same percentiles within 2 ms.
+        # The client span wraps the measured interval: the same percentiles, within
+        # what lies between the span's clock and the benchmark's timer. That is a few
+        # statements (well under 1 ms idle), but on a busy two-core machine the scheduler
+        # can put a time slice between them (3.4 ms was seen): 6 ms, far below the
+        # spread of these requests (tens of ms), so a wrong request set still fails.
         for key, q in (("p50", 50), ("p90", 90), ("p99", 99)):
-            assert lv["e2e_ms"][key] == pytest.approx(np.percentile(durations, q), abs=2.0)
+            assert lv["e2e_ms"][key] == pytest.approx(np.percentile(durations, q), abs=6.0)
         ttft = np.array([(s.first_token_ns - s.start_ns) / 1e6 for s in spans])
-        assert lv["ttfc_ms"]["p50"] == pytest.approx(np.percentile(ttft, 50), abs=2.0)
+        assert lv["ttfc_ms"]["p50"] == pytest.approx(np.percentile(ttft, 50), abs=6.0)
         # 8 tokens per request, 7 gaps after the first chunk.
         assert lv["itl_ms"]["n"] == REQUESTS * (MAX_TOKENS - 1)
         assert lv["output_tokens_per_s"] / lv["requests_per_s"] == pytest.approx(

@@ -206,6 +206,39 @@ def test_mutated_bytes_equal_the_typed_decoder_or_step_aside(data):
 
 
 @needs_native
+@pytest.mark.parametrize(
+    "special",
+    [
+        b'\\"',
+        b"\\\\",
+        b"\\u00e9",
+        b"\\ud83d\\ude00",
+        b"\x01",
+        b"\x7f",
+        "\u00e9".encode(),
+        "\U0001f600".encode(),
+        b"\xc3",
+        b"\xed\xa0\x80",
+        b"\xff",
+    ],
+)
+def test_a_string_is_read_the_same_wherever_a_special_byte_sits_in_it(special):
+    # Strings are scanned eight bytes at a time: put the byte at every place in a word,
+    # in a span's name (read) and in an attribute's value (kept as text).
+    template = _line([_span(0, [{"key": "k", "value": {"stringValue": "VALUE"}}])])
+    for before in range(0, 18):
+        for after in (0, 1, 7, 8, 9):
+            text = b"a" * before + special + b"b" * after
+            for field in (b'"name": "chat"', b'"stringValue": "VALUE"'):
+                name, _, _ = field.partition(b": ")
+                line = template.replace(field, name + b': "' + text + b'"')
+                got = _same(line)  # what it takes, it reads as the typed decoder does
+                # and what it may take, it takes: plain text, wherever it sits
+                if b"\\" not in special and typed_traces(line) is not None:
+                    assert got is not None, (special, before, after, field)
+
+
+@needs_native
 def test_hostile_lines_step_aside():
     good = _line([_span(i, _llm_attributes(i)) for i in range(3)])
     assert _same(good) is not None
