@@ -52,8 +52,8 @@ PHASE_KEYS = frozenset(
 )
 
 
-def _seconds_ns(span: Span, key: str) -> int | None:
-    return seconds_ns(span.attributes.get(key))
+_TRITON_QUEUE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START
+_TRITON_COMPUTE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START
 
 
 def _ms_ns(span: Span, key: str) -> int | None:
@@ -85,15 +85,16 @@ def engine_intervals(
     """
     shift = start_ns - span.start_ns  # the clock correction applied to the span
     raw: list[tuple[str, int | None, int | None]] = []
-    ttft = _seconds_ns(span, attrs.GEN_AI_LATENCY_TTFT)
+    get = span.attributes.get
+    ttft = seconds_ns(get(attrs.GEN_AI_LATENCY_TTFT))
     first = (
         start_ns + ttft
         if ttft is not None
         else (span.first_token_ns + shift if span.first_token_ns is not None else None)
     )
-    prefill = _seconds_ns(span, attrs.GEN_AI_LATENCY_PREFILL)
-    queue = _seconds_ns(span, attrs.GEN_AI_LATENCY_QUEUE)
-    decode = _seconds_ns(span, attrs.GEN_AI_LATENCY_DECODE)
+    prefill = seconds_ns(get(attrs.GEN_AI_LATENCY_PREFILL))
+    queue = seconds_ns(get(attrs.GEN_AI_LATENCY_QUEUE))
+    decode = seconds_ns(get(attrs.GEN_AI_LATENCY_DECODE))
     if first is not None:
         if prefill is not None:
             raw.append((attrs.INFERENCE_PREFILL, first - prefill, first))
@@ -101,13 +102,13 @@ def engine_intervals(
                 raw.append((attrs.INFERENCE_QUEUE, first - prefill - queue, first - prefill))
         if decode is not None:
             raw.append((attrs.INFERENCE_DECODE, first, first + decode))
-    validation = rust_duration_ns(span.attributes.get(attrs.TGI_VALIDATION_TIME))
-    waited = rust_duration_ns(span.attributes.get(attrs.TGI_QUEUE_TIME))
+    validation = rust_duration_ns(get(attrs.TGI_VALIDATION_TIME))
+    waited = rust_duration_ns(get(attrs.TGI_QUEUE_TIME))
     if waited is not None:
         begin = start_ns + (validation or 0)
         raw.append((attrs.INFERENCE_QUEUE, begin, begin + waited))
-    queued = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START)
-    computing = span.attributes.get(attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START)
+    queued = get(_TRITON_QUEUE_START)
+    computing = get(_TRITON_COMPUTE_START)
     if type(computing) is int and 0 <= computing < TIME_LIMIT_NS:
         compute_start_ns = computing + shift
     if type(queued) is int and 0 <= queued < TIME_LIMIT_NS and compute_start_ns is not None:

@@ -104,8 +104,10 @@ def _is_number(value: object) -> bool:
 def seconds_ns(value: object) -> int | None:
     """Nanoseconds in a latency attribute of non-negative seconds; None for anything else
     (not a number, negative, not finite, past :data:`MAX_SECONDS`)."""
-    if _is_number(value) and 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
-        return int(round(value * 1e9))  # type: ignore[operator]
+    kind = type(value)
+    if kind is float or kind is int or (kind is not bool and _is_number(value)):
+        if 0 <= value <= MAX_SECONDS:  # type: ignore[operator]
+            return int(round(value * 1e9))  # type: ignore[operator]
     return None
 
 
