@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracer.analysis.execution import stream
+from tracer.analysis.execution.lines import LAST_SLOT
 from tracer.analysis.execution.lines import seq as seq_of
 from tracer.analysis.execution.stream import Window
 
@@ -22,14 +23,14 @@ Compiled = stream._Window if stream._Window is not Window else None
 needs_compiled = pytest.mark.skipif(Compiled is None, reason="the compiled window is not built")
 
 
-def _run(kind, lines, window, largest):
+def _run(kind, lines, window, largest, last_slot):
     """What ``attribute`` is called with, and the window after each line."""
     calls, sizes = [], []
 
     def attribute(tid, spans, seq, end):
         calls.append((tid, list(spans), seq, end))
 
-    held = kind(window, largest)
+    held = kind(window, largest, last_slot)
     offset = 0
     for traces in lines:
         end = offset + 10 + len(traces)
@@ -49,16 +50,16 @@ _line = st.dictionaries(
 
 @needs_compiled
 @settings(max_examples=600, deadline=None)
-@given(st.lists(_line, max_size=40), st.integers(1, 40), st.integers(1, 60))
-def test_the_compiled_window_hands_over_what_the_reference_does(raw, window, largest):
+@given(st.lists(_line, max_size=40), st.integers(1, 40), st.integers(1, 60), st.integers(0, 6))
+def test_the_compiled_window_hands_over_what_the_reference_does(raw, window, largest, last):
     # each run gets its own lists (the window extends them), made alike
     def lines():
         return [
             {tid: [f"{tid}:{v}" for v in values] for tid, values in line.items()} for line in raw
         ]
 
-    want = _run(Window, lines(), window, largest)
-    got = _run(Compiled, lines(), window, largest)
+    want = _run(Window, lines(), window, largest, last)
+    got = _run(Compiled, lines(), window, largest, last)
     assert [c[0] for c in got[0]] == [c[0] for c in want[0]]  # the order first
     assert got == want
 
@@ -71,7 +72,7 @@ def test_a_part_after_its_trace_was_handed_over_doubles_the_window(compiled):
     def attribute(*call):
         handed.append(call)
 
-    held = (Compiled if compiled else Window)(2, 8)
+    held = (Compiled if compiled else Window)(2, 8, LAST_SLOT)
     held.take({"a": ["a1", "a2"]}, 0, 10, attribute)
     held.take({"b": ["b1", "b2", "b3"]}, 1 << 12, 20, attribute)
     assert [c[0] for c in handed] == ["a"]  # three spans past a's last: handed over
@@ -90,7 +91,7 @@ def test_a_part_after_its_trace_was_handed_over_doubles_the_window(compiled):
 
 @needs_compiled
 def test_the_compiled_window_passes_on_what_attribute_raises_and_refuses_bad_input():
-    held = Compiled(1, 1)
+    held = Compiled(1, 1, LAST_SLOT)
 
     def boom(*_):
         raise KeyError("from attribute")
@@ -104,4 +105,14 @@ def test_the_compiled_window_passes_on_what_attribute_raises_and_refuses_bad_inp
         held.take({"c": []}, 2, 3)
     for kind in (Window, Compiled):
         with pytest.raises(ValueError, match="positive"):
-            kind(0, 5)
+            kind(0, 5, LAST_SLOT)
+
+
+@needs_compiled
+@pytest.mark.parametrize("compiled", [False, True])
+def test_traces_past_the_last_slot_of_a_line_share_its_seq(compiled):
+    handed: list[tuple] = []
+    held = (Compiled if compiled else Window)(100, 100, 2)
+    held.take({f"t{i}": [i] for i in range(5)}, 7 << 12, 10, lambda *call: handed.append(call))
+    held.rest(lambda *call: handed.append(call))
+    assert [c[2] - (7 << 12) for c in handed] == [0, 1, 2, 2, 2]

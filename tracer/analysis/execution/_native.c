@@ -439,14 +439,22 @@ typedef struct {
     PyObject *closed; /* the ids of the traces attributed last, while the window grows */
     Ring queue, closing;
     long long window, largest, seen;
+    Py_ssize_t last_slot; /* the last order in a line a seq tells apart */
 } Window;
 
 static int
 window_init(Window *self, PyObject *args, PyObject *kwds)
 {
     long long window, largest;
-    static char *names[] = {"window", "largest", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "LL", names, &window, &largest)) {
+    Py_ssize_t last_slot;
+    static char *names[] = {"window", "largest", "last_slot", NULL};
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwds, "LLn", names, &window, &largest, &last_slot
+        )) {
+        return -1;
+    }
+    if (last_slot < 0) {
+        PyErr_SetString(PyExc_ValueError, "last_slot is not negative");
         return -1;
     }
     if (window <= 0 || largest <= 0) {
@@ -463,6 +471,7 @@ window_init(Window *self, PyObject *args, PyObject *kwds)
     self->window = window < largest ? window : largest;
     self->largest = largest;
     self->seen = 0;
+    self->last_slot = last_slot;
     return 0;
 }
 
@@ -551,7 +560,8 @@ window_take(Window *self, PyObject *const *args, Py_ssize_t nargs)
             if (open == NULL) {
                 return NULL;
             }
-            PyObject *order = PyLong_FromSsize_t(slot < 4095 ? slot : 4095);
+            Py_ssize_t at = slot < self->last_slot ? slot : self->last_slot;
+            PyObject *order = PyLong_FromSsize_t(at);
             open->seq = order == NULL ? NULL : PyNumber_Or(base, order);
             Py_XDECREF(order);
             open->spans = Py_NewRef(spans);
@@ -668,7 +678,7 @@ static PyGetSetDef window_getset[] = {
 
 static PyTypeObject WindowType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tracer.analysis.execution._native.Window",
-    .tp_doc = "Window(window, largest): the streaming window (stream.Window)",
+    .tp_doc = "Window(window, largest, last_slot): the streaming window (stream.Window)",
     .tp_basicsize = sizeof(Window),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,

@@ -17,16 +17,20 @@ from tracer.analysis.loaders.files import LINE_BAD, LINE_UNKNOWN, add_line
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
-__all__ = ["BUFFER", "OFFSET_BITS", "LineTally", "lines", "parse", "seq", "where"]
+__all__ = ["BUFFER", "LAST_SLOT", "OFFSET_BITS", "LineTally", "lines", "parse", "seq", "where"]
 
 OFFSET_BITS = 40  # a byte offset (files up to 1 TiB)
 BUFFER = 1 << 20  # read buffer: lines of OTLP JSON are tens of kilobytes
 _SLOT_BITS = 12  # the order of a trace's first appearance within its line
+#: The last order :func:`seq` tells apart (later traces of a line share it).
+LAST_SLOT = (1 << _SLOT_BITS) - 1
 
 
 def seq(file_index: int, offset: int, slot: int) -> int:
     """Where a trace first appears: file, byte offset of the line, order in the line."""
-    return (file_index << (OFFSET_BITS + _SLOT_BITS)) | (offset << _SLOT_BITS) | min(slot, 4095)
+    return (
+        (file_index << (OFFSET_BITS + _SLOT_BITS)) | (offset << _SLOT_BITS) | min(slot, LAST_SLOT)
+    )
 
 
 def where(at: int) -> tuple[int, int]:

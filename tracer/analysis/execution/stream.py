@@ -30,7 +30,7 @@ from tracer._compiled import enabled as compiled_parts_enabled
 from tracer._errors import positive_setting
 from tracer.analysis._table import TraceTable
 from tracer.analysis.execution.attribute import Attributor
-from tracer.analysis.execution.lines import BUFFER, OFFSET_BITS, LineTally, parse
+from tracer.analysis.execution.lines import BUFFER, LAST_SLOT, OFFSET_BITS, LineTally, parse
 from tracer.analysis.execution.lines import lines as lines_in
 from tracer.analysis.execution.lines import seq as seq_of
 from tracer.analysis.execution.lines import where as place_of
@@ -58,10 +58,10 @@ __all__ = [
 WINDOW_SPANS = 20_000
 #: The window a stream starts with (see the module docstring).
 FIRST_WINDOW = 2_048
-
-_Attribute = Callable[[str, list[Span], int, int], None]
 #: ``last_end`` of a trace joined from parts in more than one file.
 ACROSS_FILES = -1
+
+_Attribute = Callable[[str, list[Span], int, int], None]
 
 
 def window_spans(value: int | None = None) -> int:
@@ -91,7 +91,7 @@ def stream_range(
     Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
     is told the bytes read every 256 lines.
     """
-    held = _Window(min(window, FIRST_WINDOW), window)
+    held = _Window(min(window, FIRST_WINDOW), window, LAST_SLOT)
     sink = TraceSet(warnings=loaded)
     pending = 0
     with open(path, "rb", buffering=BUFFER) as fh:
@@ -114,15 +114,17 @@ class Window:
     """The streaming window (the module docstring): the parts of each trace grouped as
     lines arrive, a trace handed to ``attribute(trace id, spans, seq, end)`` once
     ``window`` spans have been read past its last part; the window doubles, up to
-    ``largest``, when a part of a trace arrives after the trace was handed over.
+    ``largest``, when a part of a trace arrives after the trace was handed over. A
+    trace's ``seq`` is its line's with its order in the line, up to ``last_slot``.
 
     ``_native.c`` holds the same in C (``Window`` there), used where it is built; this
     is the reference (``tests/analysis/test_window.py`` compares the two)."""
 
-    def __init__(self, window: int, largest: int) -> None:
+    def __init__(self, window: int, largest: int, last_slot: int) -> None:
         if window <= 0 or largest <= 0:
             raise ValueError("a window is a positive number of spans")
         self.window, self.largest = min(window, largest), largest
+        self._last_slot = last_slot
         # id -> [spans, seq, spans read at its last part (its mark), its last line's end]
         self._open: dict[str, list[Any]] = {}
         self._queue: deque[tuple[int, str]] = deque()  # (mark, id) of every part
@@ -144,7 +146,7 @@ class Window:
             seen += len(spans)
             entry = open_traces.get(tid)
             if entry is None:
-                open_traces[tid] = [spans, seq | min(slot, 4095), seen, end]
+                open_traces[tid] = [spans, seq | min(slot, self._last_slot), seen, end]
                 if self.window < self.largest and tid in self._closed:
                     self.window = min(2 * self.window, self.largest)
                     if self.window == self.largest:
