@@ -1,6 +1,7 @@
 """The compiled parts, built where a C compiler is (else left out: Python does the same
 work, slower): the OTLP JSON-lines decoder, and the analysis's per-trace steps (the
-streaming window, the batches' shape key and machine words, the split value's span). Everything else is in pyproject.toml."""
+streaming window, the batches' shape key and machine words, the split value's span).
+Everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
