@@ -33,6 +33,9 @@ __all__ = [
     "rust_duration_ns",
 ]
 
+#: Triton's queue and compute starts, as the attributes the loaders keep them in.
+_TRITON_QUEUE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START
+_TRITON_COMPUTE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START
 #: The attributes whose values :func:`engine_intervals` reads (the batches read them
 #: per trace, through it, rather than keying a shape on them).
 PHASE_KEYS = frozenset(
@@ -43,17 +46,13 @@ PHASE_KEYS = frozenset(
         attrs.GEN_AI_LATENCY_DECODE,
         attrs.TGI_VALIDATION_TIME,
         attrs.TGI_QUEUE_TIME,
-        attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START,
-        attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START,
+        _TRITON_QUEUE_START,
+        _TRITON_COMPUTE_START,
         attrs.LLMD_PREFILL_MS,
         attrs.LLMD_KV_TRANSFER_MS,
         attrs.LLMD_DECODE_MS,
     }
 )
-
-
-_TRITON_QUEUE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START
-_TRITON_COMPUTE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START
 
 
 def _ms_ns(span: Span, key: str) -> int | None:
