@@ -812,13 +812,19 @@ parse_span(const Buf *B, Py_ssize_t p, RawSpan *span, Events *events)
  * question, a list with a key twice: decoded in Python, as without templates.
  */
 
+/* A slot's kind, also the byte that marks where its value was taken out of the
+ * template's text (after a NUL, which a JSON text cannot hold), so that no text with
+ * a value left in, or with a slot of another kind, has the same template. */
+enum { SLOT_INT = '0', SLOT_DOUBLE = '1', SLOT_STRING = '2' };
 typedef struct {
     Py_ssize_t key_s, key_e, val_s, val_e;
-    int is_double;
+    int kind;
 } Slot;
 #define MAX_SLOTS 16
 #define MAX_TEMPLATE 4096
 #define MAX_TEMPLATES 4096
+#define MAX_DOUBLE_TEXT 40 /* a double's text at most; slot_number's buffer holds it */
+#define SLOT_MARK 2 /* bytes: NUL and the kind */
 
 static PyObject *template_memo; /* template -> (dict, stage, general, keys, bounds) */
 static PyObject *number_bounds; /* key -> the bound NUMBER_BOUNDS gives it */
@@ -828,7 +834,7 @@ static PyObject *number_bounds; /* key -> the bound NUMBER_BOUNDS gives it */
 static int
 numeric_value(const Buf *B, Py_ssize_t p, Slot *slot, Py_ssize_t *after)
 {
-    int empty, done;
+    int empty, done, kind;
     Py_ssize_t ks, ke, s, e, q;
     long long v;
     p = open_bracket(B, p, '{', '}', &empty);
@@ -854,12 +860,12 @@ numeric_value(const Buf *B, Py_ssize_t p, Slot *slot, Py_ssize_t *after)
         if (!digits(B, d, e, &v) || e - d > 18) {
             return 0;
         }
-        slot->is_double = 0;
+        kind = SLOT_INT;
     }
     else if (KEY("doubleValue")) {
         s = p;
         q = e = skip_number(B, p);
-        if (q < 0 || e - s > 40) {
+        if (q < 0 || e - s > MAX_DOUBLE_TEXT) {
             return 0;
         }
         int fraction = 0;
@@ -870,22 +876,24 @@ numeric_value(const Buf *B, Py_ssize_t p, Slot *slot, Py_ssize_t *after)
         if (!fraction) {
             return 0; /* an integer for a double: the typed decoder converts it */
         }
-        slot->is_double = 1;
+        kind = SLOT_DOUBLE;
     }
     else if (KEY("stringValue")) {
         q = plain_string(B, p, &s, &e);
         if (q < 0) {
             return 0;
         }
-        slot->is_double = 2;
+        kind = SLOT_STRING;
     }
     else {
         return 0;
     }
     q = after_member(B, q, '}', &done);
     if (q < 0 || !done) {
-        return 0;
+        return 0; /* another member: the typed decoder decides which one counts */
     }
+    /* The slot is written only now, with a value that parsed whole. */
+    slot->kind = kind;
     slot->val_s = s;
     slot->val_e = e;
     *after = q;
@@ -904,7 +912,7 @@ template_slots(const Buf *B, Py_ssize_t s, Slot *slots, int *nslots, Py_ssize_t 
     p = open_bracket(B, s, '[', ']', &empty);
     while (p >= 0 && !empty) {
         Slot slot = {-1, -1, -1, -1, 0};
-        int numeric = 0;
+        int numeric = 0, has_key = 0, has_value = 0;
         p = open_bracket(B, p, '{', '}', &member_done);
         while (p >= 0 && !member_done) {
             p = read_key(B, p, &ks, &ke);
@@ -912,9 +920,15 @@ template_slots(const Buf *B, Py_ssize_t s, Slot *slots, int *nslots, Py_ssize_t 
                 return 0;
             }
             if (KEY("key")) {
+                if (has_key++) {
+                    return 0; /* a member twice: the typed decoder keeps the last */
+                }
                 p = plain_string(B, p, &slot.key_s, &slot.key_e);
             }
             else if (KEY("value")) {
+                if (has_value++) {
+                    return 0;
+                }
                 Py_ssize_t after;
                 if (numeric_value(B, p, &slot, &after)) {
                     numeric = 1;
@@ -938,7 +952,7 @@ template_slots(const Buf *B, Py_ssize_t s, Slot *slots, int *nslots, Py_ssize_t 
         (*count)++;
         /* A value decided on stays in the template's text: lists with another stage
          * are another template. */
-        if (numeric && !in_names(slot.is_double == 2 ? &literal_strings : &literal_numbers,
+        if (numeric && !in_names(slot.kind == SLOT_STRING ? &literal_strings : &literal_numbers,
                                  B->b + slot.key_s, slot.key_e - slot.key_s)) {
             if (*nslots == MAX_SLOTS) {
                 return 0;
@@ -998,9 +1012,9 @@ new_template(const Buf *B, PyObject *seen, Slot *slots, int nslots, Py_ssize_t c
         }
         PyTuple_SET_ITEM(keys, i, key);
         PyObject *value = PyDict_GetItemWithError(dict, key);
-        int typed = value != NULL && (slots[i].is_double == 2   ? PyUnicode_CheckExact(value)
-                                      : slots[i].is_double == 1 ? PyFloat_CheckExact(value)
-                                                                : PyLong_CheckExact(value));
+        int typed = value != NULL && (slots[i].kind == SLOT_STRING   ? PyUnicode_CheckExact(value)
+                                      : slots[i].kind == SLOT_DOUBLE ? PyFloat_CheckExact(value)
+                                                                     : PyLong_CheckExact(value));
         if (!typed) {
             if (PyErr_Occurred()) {
                 goto fail;
@@ -1042,15 +1056,19 @@ slot_number(const Buf *B, const Slot *slot, double bound)
 {
     double as_double;
     long long v = 0;
-    if (slot->is_double == 2) {
-        return PyUnicode_DecodeUTF8(
-            (const char *)B->b + slot->val_s, slot->val_e - slot->val_s, NULL
-        );
+    Py_ssize_t len = slot->val_e - slot->val_s;
+    if (slot->val_s < 0 || len < 0 || slot->val_e > B->n) {
+        return NULL;
     }
-    if (slot->is_double) {
-        char text[48];
-        Py_ssize_t len = slot->val_e - slot->val_s;
+    if (slot->kind == SLOT_STRING) {
+        return PyUnicode_DecodeUTF8((const char *)B->b + slot->val_s, len, NULL);
+    }
+    if (slot->kind == SLOT_DOUBLE) {
+        char text[MAX_DOUBLE_TEXT + 1];
         char *end;
+        if (len == 0 || len > MAX_DOUBLE_TEXT) {
+            return NULL;
+        }
         memcpy(text, B->b + slot->val_s, (size_t)len);
         text[len] = '\0';
         as_double = PyOS_string_to_double(text, &end, NULL);
@@ -1062,16 +1080,21 @@ slot_number(const Buf *B, const Slot *slot, double bound)
             return NULL;
         }
     }
-    else {
-        int negative = B->b[slot->val_s] == '-';
-        digits(B, slot->val_s + negative, slot->val_e, &v);
+    else if (slot->kind == SLOT_INT) {
+        int negative = len > 0 && B->b[slot->val_s] == '-';
+        if (!digits(B, slot->val_s + negative, slot->val_e, &v)) {
+            return NULL;
+        }
         v = negative ? -v : v;
         as_double = (double)v;
+    }
+    else {
+        return NULL;
     }
     if (bound >= 0 && !(-bound <= as_double && as_double <= bound)) {
         return NULL; /* the typed decoder's check would be called: Python decodes it */
     }
-    return slot->is_double ? PyFloat_FromDouble(as_double) : PyLong_FromLongLong(v);
+    return slot->kind == SLOT_DOUBLE ? PyFloat_FromDouble(as_double) : PyLong_FromLongLong(v);
 }
 
 /* A span's own attributes from a decoding (dict, stage, general, ...): `dict` (taken)
@@ -1112,11 +1135,13 @@ attributes_of(const Buf *B, RawSpan *raw, PyObject **attributes, PyObject **stag
     }
     if (raw->attr_s >= 0 && len <= MAX_TEMPLATE &&
         template_slots(B, raw->attr_s, slots, &nslots, &count) && nslots > 0) {
-        char bare[MAX_TEMPLATE];
+        char bare[MAX_TEMPLATE + SLOT_MARK * MAX_SLOTS];
         Py_ssize_t at = raw->attr_s, n = 0;
         for (int i = 0; i < nslots; i++) {
             memcpy(bare + n, B->b + at, (size_t)(slots[i].val_s - at));
             n += slots[i].val_s - at;
+            bare[n++] = '\0';
+            bare[n++] = (char)slots[i].kind;
             at = slots[i].val_e;
         }
         memcpy(bare + n, B->b + at, (size_t)(raw->attr_e - at));
@@ -1135,7 +1160,10 @@ attributes_of(const Buf *B, RawSpan *raw, PyObject **attributes, PyObject **stag
     if (entry != NULL) {
         PyObject *dict = PyDict_Copy(PyTuple_GET_ITEM(entry, 0));
         PyObject *keys = PyTuple_GET_ITEM(entry, 3), *bounds = PyTuple_GET_ITEM(entry, 4);
-        int whole = dict != NULL;
+        /* The marks make the slot count part of the template; checked all the same, as
+         * the tuples are read by index. */
+        int whole = dict != NULL && PyTuple_GET_SIZE(keys) == nslots &&
+                    PyTuple_GET_SIZE(bounds) == nslots;
         for (int i = 0; whole && i < nslots; i++) {
             double bound = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(bounds, i));
             PyObject *value = slot_number(B, &slots[i], bound);
@@ -1586,7 +1614,13 @@ decode(PyObject *Py_UNUSED(module), PyObject *arg)
     }
     Py_XDECREF(L.out);
     if (p == FAILED) {
-        return NULL;
+        /* An exception from Python called span by span (the memo, the service name, the
+         * first-token rules) on a line not yet read whole: the typed decoder reads the
+         * line and decides. Only what is not an Exception (KeyboardInterrupt) goes up. */
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return NULL;
+        }
+        PyErr_Clear();
     }
     Py_RETURN_NONE;
 }

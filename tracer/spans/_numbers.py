@@ -123,6 +123,22 @@ def rust_duration_ns(value: object) -> int | None:
     return int(round(ns)) if ns <= MAX_SECONDS * 1e9 else None
 
 
+#: An integer as int() reads one: a sign at most once, decimal digits, spaces around.
+_INTEGER_TEXT = re.compile(r"\s*[+-]?\d+\s*")
+
+
+def _token_text_out_of_range(value: str) -> bool:
+    """Whether a token count written as text is an integer that token_count() drops for
+    its size: read by int() as token_count() reads it (other text is no number, and is
+    ignored); past 20 characters, any integer (it is not converted: that is slow)."""
+    if len(value) > 20:
+        return _INTEGER_TEXT.fullmatch(value) is not None
+    try:
+        return abs(int(value)) > MAX_TOKENS
+    except ValueError:
+        return False
+
+
 def token_count(value: object) -> int:
     """A token count as an int: 0 for a value that is not one (text, not finite, past
     :data:`MAX_TOKENS`)."""
@@ -151,9 +167,8 @@ def attribute_problem(key: str, value: Any) -> str | None:
     elif kind == "tokens":
         if _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_TOKENS):
             return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            if len(value) > 20 or abs(int(value)) > MAX_TOKENS:
-                return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"
+        if isinstance(value, str) and _token_text_out_of_range(value):
+            return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"
     elif kind == "duration":
         if isinstance(value, str) and _RUST_DURATION.match(value):
             if rust_duration_ns(value) is None:

@@ -91,10 +91,10 @@ def _any_value(value: Any, depth: int = 0) -> Any:
             return [_any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
         if key == "kvlistValue":
             values = raw.get("values") if isinstance(raw, dict) else None
-            return {
-                kv.get("key"): _any_value(kv.get("value"), depth + 1)
+            return {  # a key that is not text (an object, a list) is no key: left out
+                kv["key"]: _any_value(kv.get("value"), depth + 1)
                 for kv in (values if isinstance(values, list) else [])
-                if isinstance(kv, dict)
+                if isinstance(kv, dict) and isinstance(kv.get("key"), str)
             }
         if key == "bytesValue":
             return raw

@@ -90,8 +90,11 @@ words(PyObject *Py_UNUSED(module), PyObject *spans)
     int weighted = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *span = PyList_GET_ITEM(spans, i);
+        if (Py_TYPE(span) != span_type) {
+            Py_RETURN_NOTIMPLEMENTED; /* its fields are read only once it is a span */
+        }
         PyObject *parent = field(span, parent_at);
-        if (Py_TYPE(span) != span_type || !PyUnicode_CheckExact(field(span, id_at)) ||
+        if (!PyUnicode_CheckExact(field(span, id_at)) ||
             !(parent == Py_None || PyUnicode_CheckExact(parent)) ||
             !PyDict_CheckExact(field(span, attributes_at))) {
             Py_RETURN_NOTIMPLEMENTED; /* (so no Python code runs while the index is in use) */
