@@ -1,11 +1,12 @@
-"""The compiled streaming window hands over what the Python reference hands over.
+"""The streaming window hands every part of every trace over once, in order, and grows
+when a part arrives after its trace was handed over.
 
-``Window`` in ``tracer/analysis/execution/_native.c`` must call ``attribute`` with the
-same traces, the same spans (parts joined in order), the same
-``seq`` and line ends, in the same order, and grow the same way, as
-:class:`~tracer.analysis.execution.stream.Window`, for any sequence of lines: ids that
-come back before and after their trace was handed over, empty parts, lines of many
-traces, windows from one span to more than the input.
+:class:`~tracer.analysis.execution.stream.Window` must call ``attribute`` with each
+trace's parts joined in the order they came, each span exactly once, with its first
+line's ``seq`` (with its order in the line) and its last line's end, for any sequence
+of lines: ids that come back before and after their trace was handed over, empty parts,
+lines of many traces, windows from one span to more than the input. Pure Python: these
+run with or without a C compiler.
 """
 
 from __future__ import annotations
@@ -14,23 +15,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracer.analysis.execution import stream
 from tracer.analysis.execution.lines import LAST_SLOT
 from tracer.analysis.execution.lines import seq as seq_of
 from tracer.analysis.execution.stream import Window
 
-Compiled = stream._Window if stream._Window is not Window else None
-needs_compiled = pytest.mark.skipif(Compiled is None, reason="the compiled window is not built")
 
-
-def _run(kind, lines, window, largest, last_slot):
+def _run(lines, window, largest, last_slot):
     """What ``attribute`` is called with, and the window after each line."""
     calls, sizes = [], []
 
     def attribute(tid, spans, seq, end):
         calls.append((tid, list(spans), seq, end))
 
-    held = kind(window, largest, last_slot)
+    held = Window(window, largest, last_slot)
     offset = 0
     for traces in lines:
         end = offset + 10 + len(traces)
@@ -48,31 +45,36 @@ _line = st.dictionaries(
 )
 
 
-@needs_compiled
 @settings(max_examples=600, deadline=None)
 @given(st.lists(_line, max_size=40), st.integers(1, 40), st.integers(1, 60), st.integers(0, 6))
-def test_the_compiled_window_hands_over_what_the_reference_does(raw, window, largest, last):
-    # each run gets its own lists (the window extends them), made alike
-    def lines():
-        return [
-            {tid: [f"{tid}:{v}" for v in values] for tid, values in line.items()} for line in raw
-        ]
+def test_every_span_is_handed_over_once_with_its_parts_in_order(raw, window, largest, last):
+    lines = [
+        {tid: [f"{tid}:{n}:{v}" for v in values] for tid, values in line.items()}
+        for n, line in enumerate(raw)
+    ]
+    sent = [s for line in lines for spans in line.values() for s in spans]  # (before: the
+    calls, sizes = _run(lines, window, largest, last)  # window extends the first part's list)
+    handed = [s for _, spans, _, _ in calls for s in spans]
+    assert sorted(handed) == sorted(sent)  # each span once
+    for tid, spans, _, _ in calls:
+        assert all(s.startswith(f"{tid}:") for s in spans)
+        # a trace's parts joined in the order of their lines
+        assert [int(s.split(":")[1]) for s in spans] == sorted(int(s.split(":")[1]) for s in spans)
+    # the window only grows, by doubling, up to the largest
+    bounded = min(window, largest)
+    for size in sizes:
+        assert bounded <= size <= largest
+        assert size == largest or (size // bounded) & (size // bounded - 1) == 0
+    assert sizes == sorted(sizes)
 
-    want = _run(Window, lines(), window, largest, last)
-    got = _run(Compiled, lines(), window, largest, last)
-    assert [c[0] for c in got[0]] == [c[0] for c in want[0]]  # the order first
-    assert got == want
 
-
-@needs_compiled
-@pytest.mark.parametrize("compiled", [False, True])
-def test_a_part_after_its_trace_was_handed_over_doubles_the_window(compiled):
+def test_a_part_after_its_trace_was_handed_over_doubles_the_window():
     handed: list[tuple] = []
 
     def attribute(*call):
         handed.append(call)
 
-    held = (Compiled if compiled else Window)(2, 8, LAST_SLOT)
+    held = Window(2, 8, LAST_SLOT)
     held.take({"a": ["a1", "a2"]}, 0, 10, attribute)
     held.take({"b": ["b1", "b2", "b3"]}, 1 << 12, 20, attribute)
     assert [c[0] for c in handed] == ["a"]  # three spans past a's last: handed over
@@ -89,9 +91,8 @@ def test_a_part_after_its_trace_was_handed_over_doubles_the_window(compiled):
     ]
 
 
-@needs_compiled
-def test_the_compiled_window_passes_on_what_attribute_raises_and_refuses_bad_input():
-    held = Compiled(1, 1, LAST_SLOT)
+def test_what_attribute_raises_goes_up_and_a_window_is_positive():
+    held = Window(1, 1, LAST_SLOT)
 
     def boom(*_):
         raise KeyError("from attribute")
@@ -99,20 +100,13 @@ def test_the_compiled_window_passes_on_what_attribute_raises_and_refuses_bad_inp
     held.take({"a": ["x"]}, 0, 1, boom)
     with pytest.raises(KeyError, match="from attribute"):
         held.take({"b": ["y", "z"]}, 1, 2, boom)
-    with pytest.raises(TypeError):
-        held.take({"c": ("a tuple",)}, 2, 3, boom)
-    with pytest.raises(TypeError):
-        held.take({"c": []}, 2, 3)
-    for kind in (Window, Compiled):
-        with pytest.raises(ValueError, match="positive"):
-            kind(0, 5, LAST_SLOT)
+    with pytest.raises(ValueError, match="positive"):
+        Window(0, 5, LAST_SLOT)
 
 
-@needs_compiled
-@pytest.mark.parametrize("compiled", [False, True])
-def test_traces_past_the_last_slot_of_a_line_share_its_seq(compiled):
+def test_traces_past_the_last_slot_of_a_line_share_its_seq():
     handed: list[tuple] = []
-    held = (Compiled if compiled else Window)(100, 100, 2)
+    held = Window(100, 100, 2)
     held.take({f"t{i}": [i] for i in range(5)}, 7 << 12, 10, lambda *call: handed.append(call))
     held.rest(lambda *call: handed.append(call))
     assert [c[2] - (7 << 12) for c in handed] == [0, 1, 2, 2, 2]

@@ -12,6 +12,7 @@ attribute dicts in any order, times past int64, marks or none, a trace state.
 from __future__ import annotations
 
 import shutil
+import struct
 import sysconfig
 
 import pytest
@@ -123,18 +124,39 @@ def test_the_compiled_split_holder_is_the_reference_span(spans, key):
     assert got is earliest_holder(spans, key)  # the same span, not an equal one
 
 
-@needs_compiled
-def test_the_first_of_equal_starts_holds_the_split_value():
+@pytest.mark.parametrize("which", ["reference", "compiled"])
+def test_the_first_of_equal_starts_holds_the_split_value(which):
+    holder = earliest_holder if which == "reference" else compiled_earliest
+    if holder is None:
+        pytest.skip("the compiled words are not built")
     spans = [
         Span("t", "a", None, "app", "chat", 2, 5, 9, attributes={"hoptrace.run": "late"}),
         Span("t", "b", "a", "app", "chat", 2, 3, 9, attributes={"hoptrace.run": "first"}),
         Span("t", "c", "a", "app", "chat", 2, 3, 9, attributes={"hoptrace.run": "second"}),
         Span("t", "d", "a", "app", "chat", 2, 1, 9),
     ]
-    assert compiled_earliest(spans, "hoptrace.run") is spans[1]
+    assert holder(spans, "hoptrace.run") is spans[1]
     assert split_value(spans, "hoptrace.run") == "first"
     assert split_value(spans, "absent") == "(none)"
-    assert compiled_earliest(spans, "absent") is None
+    assert holder(spans, "absent") is None
+
+
+def test_the_reference_words_read_the_tree_the_times_and_the_marks():
+    spans = [
+        Span("t", "a", None, "app", "chat", 2, 1, 9, first_token_ns=4),
+        Span("t", "b", "a", "app", "auth", 3, 2, 5, attributes={"k": 1, "hoptrace.stage": "x"}),
+        Span("t", "c", "gone", "db", "get", 3, 6, 8),
+    ]
+    key, times, has, weighted = shape_words(spans)
+    assert key[0] == (-1, 0, -1)  # parents by position; a missing one is -1
+    assert key[2] == ((), ("k", "hoptrace.stage"), ())
+    assert times is not None
+    assert struct.unpack("9q", times) == (1, 2, 6, 9, 5, 8, 4, 0, 0)
+    assert has == b"\x01\x00\x00"
+    assert weighted is False
+    assert shape_words([*spans, spans[0]]) is None  # a span id twice
+    late = Span("t", "d", "a", "app", "x", 3, 2**63, 2**63 + 1)
+    assert shape_words([*spans, late])[1] is None  # past int64: no words
 
 
 @needs_compiled

@@ -56,12 +56,19 @@ def _traces(inference_ms: float, first: int) -> TraceSet:
     return traces
 
 
-@pytest.fixture(scope="module", params=["on", "off"])
+@pytest.fixture(scope="module", params=["on", "off", "compiled-off"])
 def batches(request):
-    """Every golden output twice: with the batches (``on``) and with the scalar path
-    alone (``HOPTRACE_BATCH=off``); both must give the same bytes."""
+    """Every golden output three times: with the batches (``on``), with the scalar path
+    alone (``HOPTRACE_BATCH=off``), and with the batches but the Python twins of the
+    compiled per-trace steps (as ``HOPTRACE_NATIVE=off``); all must give the same bytes."""
+    from tracer.analysis.execution import words
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HOPTRACE_BATCH", request.param)
+        patch.setenv("HOPTRACE_BATCH", "off" if request.param == "off" else "on")
+        if request.param == "compiled-off":
+            patch.setenv("HOPTRACE_NATIVE", "off")
+            patch.setattr(words, "_compiled_words", None)  # as read at import with it off
+            patch.setattr(words, "_compiled_earliest", None)
         yield request.param
 
 

@@ -243,44 +243,47 @@ def _attr_line(value) -> bytes:
 _BIG = 2**70 + 1  # a JSON integer orjson reads as a float
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # AnyValue with several fields set: the general path takes the first in the
-        # line's order; with a null field it reads null as that field's value.
-        _attr_line({"doubleValue": 2.5, "intValue": "1"}),
-        _attr_line({"stringValue": None, "intValue": "3"}),
-        _attr_line({"intValue": None, "doubleValue": 1.0}),
-        _attr_line({"boolValue": None}),
-        _attr_line({"arrayValue": None}),
-        _attr_line({"kvlistValue": None}),
-        (
-            b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"'
-            + b"a" * 32
-            + b'","spanId":"'
-            + b"b" * 16
-            + b'","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000000000001",'
-            b'"attributes":[{"key":"k","value":'
-            b'{"doubleValue":1.5,"intValue":"1","doubleValue":null}}]}]}]}]}'
-        ),
-        # Strings msgspec reads as ints in lax mode, int() does not.
-        _attr_line({"intValue": "1e3"}),
-        _attr_line({"intValue": "3.0"}),
-        _one_span_line(startTimeUnixNano="5.0", endTimeUnixNano="6"),
-        _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": "5.0"}]),
-        _one_span_line(events=[{"name": "QUEUE_START", "timeUnixNano": "-5.0"}]),
-        # JSON integers past 64 bits: orjson reads floats.
-        _one_span_line(startTimeUnixNano=2**64 + 1, endTimeUnixNano=2**64 + 2),
-        _attr_line({"intValue": _BIG}),
-        _attr_line({"arrayValue": {"values": [{"intValue": _BIG}]}}),
-        _attr_line({"kvlistValue": {"values": [{"key": "a", "value": {"intValue": _BIG}}]}}),
-        _one_span_line(status={"code": _BIG}),
-        _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": _BIG}]),
-    ],
-)
-def test_odd_values_equal_the_general_path_or_step_aside(line):
+#: Odd values, and whether the typed path takes each line (True) or steps aside.
+_ODD_LINES = [
+    # AnyValue with several fields set: the general path takes the first in the
+    # line's order; with a null field it reads null as that field's value.
+    _attr_line({"doubleValue": 2.5, "intValue": "1"}),
+    _attr_line({"stringValue": None, "intValue": "3"}),
+    _attr_line({"intValue": None, "doubleValue": 1.0}),
+    _attr_line({"boolValue": None}),
+    _attr_line({"arrayValue": None}),
+    _attr_line({"kvlistValue": None}),
+    (
+        b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"'
+        + b"a" * 32
+        + b'","spanId":"'
+        + b"b" * 16
+        + b'","startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000000000001",'
+        b'"attributes":[{"key":"k","value":'
+        b'{"doubleValue":1.5,"intValue":"1","doubleValue":null}}]}]}]}]}'
+    ),
+    # Strings msgspec reads as ints in lax mode, int() does not.
+    _attr_line({"intValue": "1e3"}),
+    _attr_line({"intValue": "3.0"}),
+    _one_span_line(startTimeUnixNano="5.0", endTimeUnixNano="6"),
+    _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": "5.0"}]),
+    _one_span_line(events=[{"name": "QUEUE_START", "timeUnixNano": "-5.0"}]),
+    # JSON integers past 64 bits: orjson reads floats.
+    _one_span_line(startTimeUnixNano=2**64 + 1, endTimeUnixNano=2**64 + 2),
+    _attr_line({"intValue": _BIG}),
+    _attr_line({"arrayValue": {"values": [{"intValue": _BIG}]}}),
+    _attr_line({"kvlistValue": {"values": [{"key": "a", "value": {"intValue": _BIG}}]}}),
+    _one_span_line(status={"code": _BIG}),
+    _one_span_line(events=[{"name": "hoptrace.first_token", "timeUnixNano": _BIG}]),
+]
+_ODD_TAKEN = (False, True, False, True, True, True, False, True, True) + (False,) * 9
+
+
+@pytest.mark.parametrize(("line", "taken"), list(zip(_ODD_LINES, _ODD_TAKEN, strict=True)))
+def test_odd_values_equal_the_general_path_or_step_aside(line, taken):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
+    assert (typed is not None) == taken
     assert typed is None or (typed == general and not warnings.any)
 
 
@@ -310,6 +313,14 @@ def test_odd_values_and_times_random(value, time):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
     assert typed is None or (typed == general and not warnings.any)
+    ((field, raw),) = value.items() if len(value) == 1 else ((None, None),)
+    plain = time == "1700000000000000000" and (
+        (field == "stringValue" and type(raw) is str)
+        or (field == "boolValue" and type(raw) is bool)
+        or (field == "intValue" and type(raw) is int and abs(raw) < 2**63)
+    )
+    if plain:  # one plain value: the typed path (and the compiled one) must take it
+        assert typed is not None, line
 
 
 @settings(max_examples=400, deadline=None)
@@ -330,44 +341,51 @@ def test_numeric_attributes_random(key, field, value):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
     assert typed is None or (repr(typed) == repr(general) and not warnings.any)  # (NaN)
+    if key == "k" and (
+        (field == "intValue" and type(value) is int)
+        or (field == "doubleValue" and type(value) is float)
+    ):  # a number under a key that is no number's: nothing to check, it must be taken
+        assert typed is not None, line
 
 
-@pytest.mark.parametrize(
-    "line",
-    [
-        # msgspec's lax mode reads the strings "null" (any case) as None and "-0" as 0.0
-        # where a field may be null or is a float; the general path keeps the string or
-        # reads float("-0"), which is -0.0. repr: -0.0 == 0.0.
-        _attr_line({"doubleValue": "null"}),
-        _attr_line({"doubleValue": "NULL"}),
-        _attr_line({"doubleValue": "-0"}),
-        _attr_line("null"),
-        _attr_line("Null"),
-        _attr_line("text"),
-        json.dumps(
-            {
-                "resourceSpans": [
-                    {
-                        "resource": {"attributes": [{"key": "service.name", "value": "null"}]},
-                        "scopeSpans": [
-                            {
-                                "spans": [
-                                    json.loads(_one_span_line())["resourceSpans"][0]["scopeSpans"][
-                                        0
-                                    ]["spans"][0]
-                                ]
-                            }
-                        ],
-                    }
-                ]
-            }
-        ).encode(),
-    ],
-)
+#: Strings msgspec reads in lax mode as the general path does not: taken all the same.
+_LAX_LINES = [
+    # msgspec's lax mode reads the strings "null" (any case) as None and "-0" as 0.0
+    # where a field may be null or is a float; the general path keeps the string or
+    # reads float("-0"), which is -0.0. repr: -0.0 == 0.0.
+    _attr_line({"doubleValue": "null"}),
+    _attr_line({"doubleValue": "NULL"}),
+    _attr_line({"doubleValue": "-0"}),
+    _attr_line("null"),
+    _attr_line("Null"),
+    _attr_line("text"),
+    json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": "null"}]},
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                json.loads(_one_span_line())["resourceSpans"][0]["scopeSpans"][0][
+                                    "spans"
+                                ][0]
+                            ]
+                        }
+                    ],
+                }
+            ]
+        }
+    ).encode(),
+]
+
+
+@pytest.mark.parametrize("line", _LAX_LINES)
 def test_lax_strings_read_as_the_general_path_reads_them(line):
     typed = traces_from_otlp_line(line)
     general, warnings = _general(line)
-    assert typed is None or (repr(typed) == repr(general) and not warnings.any)
+    assert typed is not None  # taken, and read as the general path reads it
+    assert repr(typed) == repr(general) and not warnings.any
 
 
 def test_deep_values_step_aside_without_a_recursion_error():
@@ -381,9 +399,7 @@ def test_deep_values_step_aside_without_a_recursion_error():
         _one_span_line(links="LINKS").replace(b'"LINKS"', links.encode()),
     ):
         orjson.loads(line)  # JSON the general path reads
-        typed = traces_from_otlp_line(line)
-        general, warnings = _general(line)
-        assert typed is None or (typed == general and not warnings.any)
+        assert traces_from_otlp_line(line) is None  # stepped aside, to the general path
         sink = TraceSet()
         assert add_line(line, sink, "f") == LINE_GOOD
         assert list(sink.traces) == ["a" * 32]

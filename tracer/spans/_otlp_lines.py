@@ -327,7 +327,7 @@ def _service_of(text: bytes) -> str | None:
 def _compiled() -> Callable[[bytes], dict[str, list[Span]] | None] | None:
     """The compiled decoder (``tracer/spans/_native.c``), configured, or None: not
     built (no C compiler at install), or ``HOPTRACE_NATIVE=off``."""
-    if not compiled_parts_enabled():
+    if not compiled_parts_enabled("decoder"):
         return None
     try:
         from tracer.spans import _native

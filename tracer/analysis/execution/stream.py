@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
-from tracer._compiled import enabled as compiled_parts_enabled
 from tracer._errors import positive_setting
 from tracer.analysis._table import TraceTable
 from tracer.analysis.execution.attribute import Attributor
@@ -91,7 +90,7 @@ def stream_range(
     Loader warnings go to ``loaded``, bad-line counts to ``lines``; ``progress(bytes)``
     is told the bytes read every 256 lines.
     """
-    held = _Window(min(window, FIRST_WINDOW), window, LAST_SLOT)
+    held = Window(min(window, FIRST_WINDOW), window, LAST_SLOT)
     sink = TraceSet(warnings=loaded)
     pending = 0
     with open(path, "rb", buffering=BUFFER) as fh:
@@ -116,9 +115,7 @@ class Window:
     ``window`` spans have been read past its last part; the window doubles, up to
     ``largest``, when a part of a trace arrives after the trace was handed over. A
     trace's ``seq`` is its line's with its order in the line, up to ``last_slot``.
-
-    ``_native.c`` holds the same in C (``Window`` there), used where it is built; this
-    is the reference (``tests/analysis/test_window.py`` compares the two)."""
+    (A compiled twin bought nothing end to end: docs/scaling.md.)"""
 
     def __init__(self, window: int, largest: int, last_slot: int) -> None:
         if window <= 0 or largest <= 0:
@@ -174,22 +171,6 @@ class Window:
         open_traces, self._open = self._open, {}
         for tid, (spans, seq, _, end) in open_traces.items():
             attribute(tid, spans, seq, end)
-
-
-def _compiled_window() -> type[Window]:
-    """``_native.c``'s window where it is built (and ``HOPTRACE_NATIVE`` is not off),
-    else :class:`Window`."""
-    if compiled_parts_enabled():
-        try:
-            from tracer.analysis.execution._native import Window as Compiled
-        except ImportError:
-            pass
-        else:
-            return cast(type[Window], Compiled)
-    return Window
-
-
-_Window = _compiled_window()
 
 
 def join_parts(table: TraceTable, paths: Sequence[str], attribute: Attributor) -> int:

@@ -83,7 +83,7 @@ def earliest_holder(spans: list[Span], attribute: str) -> Span | None:
 def _compiled() -> Any:
     """``_native.c``, configured with the fields ``FIELDS`` names, or None (not built, or
     ``HOPTRACE_NATIVE=off``)."""
-    if not compiled_parts_enabled():
+    if not compiled_parts_enabled("words"):
         return None
     try:
         from tracer.analysis.execution import _native

@@ -1,6 +1,0 @@
-"""Type stub of the compiled shape key and machine words (``_words.c``)."""
-
-from typing import Any
-
-def words(spans: list[Any]) -> Any: ...
-def configure(*args: Any) -> None: ...
