@@ -66,6 +66,10 @@ def normalize_id(value: Any, width: int) -> str | None:
 MAX_VALUE_DEPTH = 32
 
 
+def _text_or_none(key: Any) -> str | None:
+    return key if type(key) is str else None
+
+
 def _any_value(value: Any, depth: int = 0) -> Any:
     if not isinstance(value, dict):
         return value
@@ -91,10 +95,11 @@ def _any_value(value: Any, depth: int = 0) -> Any:
             return [_any_value(v, depth + 1) for v in values] if isinstance(values, list) else []
         if key == "kvlistValue":
             values = raw.get("values") if isinstance(raw, dict) else None
-            return {  # a key that is not text (an object, a list) is no key: left out
-                kv["key"]: _any_value(kv.get("value"), depth + 1)
+            return {  # a key that is not text (an object, a list) is no key: None, which
+                # the collector refuses and the analysis reads as null
+                _text_or_none(kv.get("key")): _any_value(kv.get("value"), depth + 1)
                 for kv in (values if isinstance(values, list) else [])
-                if isinstance(kv, dict) and isinstance(kv.get("key"), str)
+                if isinstance(kv, dict)
             }
         if key == "bytesValue":
             return raw
