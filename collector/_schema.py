@@ -1,15 +1,22 @@
-"""The spans table: its schema, the columns a row holds, and a store made before spans
-kept their trace state (the ``trace_state`` column), which gets the column when it is
-opened for writing and is read without it otherwise."""
+"""The columns of a stored span, the table of one partition and its indexes.
+
+A row holds a span's fields and, last, ``run``: its ``hoptrace.run`` when it carries
+one (most spans do not), so that ``--run`` and the runs listing find their traces
+through a small partial index instead of reading every span's attributes.
+
+Stores made before partitions hold their spans in one table named ``spans``, made
+before spans kept their trace state (``trace_state``) or their run (``run``): such a
+table gets the columns when the store is opened for writing, and is read without them
+otherwise (:func:`read_columns`).
+"""
 
 from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["COLUMNS", "ROW", "SCHEMA", "read_columns"]
+__all__ = ["COLUMNS", "INDEXES", "ROW", "ROW_FIELDS", "partition_schema", "read_columns"]
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS spans (
+_FIELDS = """
     trace_id TEXT NOT NULL,
     span_id TEXT NOT NULL,
     parent_id TEXT,
@@ -22,27 +29,46 @@ CREATE TABLE IF NOT EXISTS spans (
     status INTEGER NOT NULL,
     first_token_ns INTEGER,
     attributes BLOB NOT NULL,
-    trace_state TEXT
-);
+    trace_state TEXT,
+    run TEXT
 """
 COLUMNS = (
     "trace_id, span_id, parent_id, service, name, kind, start_ns, end_ns, stage, status, "
-    "first_token_ns, attributes, trace_state"
+    "first_token_ns, attributes, trace_state, run"
 )
+#: Fields of a span row (:func:`collector.store.span_row`).
+ROW_FIELDS = 14
 #: One row's placeholders.
-ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_OLD_COLUMNS = COLUMNS.replace("trace_state", "NULL")
+ROW = "(" + ",".join("?" * ROW_FIELDS) + ")"
+
+#: The indexes of a partition ``{t}``: by trace id (a trace by id, the read in trace-id
+#: order, the traces a purge takes whole) and the partial one by run.
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS {t}_by_trace ON {t} (trace_id)",
+    "CREATE INDEX IF NOT EXISTS {t}_by_run ON {t} (run) WHERE run IS NOT NULL",
+)
 
 
-def read_columns(conn: sqlite3.Connection, read_only: bool) -> str:
-    """The columns to read from the store of ``conn`` (see the module docstring)."""
-    if any(row[1] == "trace_state" for row in conn.execute("PRAGMA table_info(spans)")):
+def partition_schema(table: str) -> str:
+    """The statements that make the partition ``table`` with its indexes."""
+    return ";\n".join(
+        [f"CREATE TABLE IF NOT EXISTS {table} ({_FIELDS})", *(i.format(t=table) for i in INDEXES)]
+    )
+
+
+def read_columns(conn: sqlite3.Connection, table: str, read_only: bool) -> str:
+    """The columns to read from ``table`` (see the module docstring): an older table
+    opened for writing gets the missing ones; read only, NULL stands in for them."""
+    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    missing = [c for c in ("trace_state", "run") if c not in have]
+    if not missing:
         return COLUMNS
     if read_only:
-        return _OLD_COLUMNS
-    try:
-        conn.execute("ALTER TABLE spans ADD COLUMN trace_state TEXT")
-    except sqlite3.OperationalError as exc:  # another writer added it first
-        if "duplicate column" not in str(exc):
-            raise
+        return ", ".join("NULL" if c.strip() in missing else c.strip() for c in COLUMNS.split(","))
+    for column in missing:
+        try:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+        except sqlite3.OperationalError as exc:  # another writer added it first
+            if "duplicate column" not in str(exc):
+                raise
     return COLUMNS

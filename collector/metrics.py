@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 __all__ = [
@@ -96,9 +96,15 @@ class LabelLimiter:
         return kept
 
 
+#: Counts that go up and down (the store's size, its oldest span): gauges.
+_GAUGES = frozenset(
+    {"hoptrace_collector_store_bytes", "hoptrace_collector_store_oldest_span_timestamp_ns"}
+)
+
+
 class _Counts(Collector):
-    """Counters whose values another part keeps (the receiver's and the live
-    pipeline's counts), reported as they were last set."""
+    """Counters (and the gauges in :data:`_GAUGES`) whose values another part keeps
+    (the receiver's and the live pipeline's counts), reported as they were last set."""
 
     def __init__(self) -> None:
         self.values: dict[str, tuple[str, dict[tuple[str, str] | None, float]]] = {}
@@ -106,10 +112,11 @@ class _Counts(Collector):
     def set(self, name: str, doc: str, value: float, label: tuple[str, str] | None = None) -> None:
         self.values.setdefault(name, (doc, {}))[1][label] = value
 
-    def collect(self) -> Iterator[CounterMetricFamily]:
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         for name, (doc, by_label) in sorted(self.values.items()):
             names = sorted({lab[0] for lab in by_label if lab is not None})
-            family = CounterMetricFamily(name, doc, labels=names)
+            kind = GaugeMetricFamily if name in _GAUGES else CounterMetricFamily
+            family = kind(name, doc, labels=names)
             for label, value in by_label.items():
                 family.add_metric([] if label is None else [label[1]], value)
             yield family
@@ -216,7 +223,7 @@ class PrometheusInstruments:
                 name, doc, label = _COUNT_DOCS[key]
                 for sub, n in value.items():
                     self.counts.set(name, doc, float(n), (label, str(sub)))
-            elif key in _COUNT_DOCS:
+            elif key in _COUNT_DOCS and value is not None:
                 name, doc, _ = _COUNT_DOCS[key]
                 self.counts.set(name, doc, float(value))
 
@@ -279,6 +286,26 @@ _COUNT_DOCS: dict[str, tuple[str, str, str]] = {
         "",
     ),
     "spans_stored": ("hoptrace_collector_spans_stored", "Spans stored by the collector.", ""),
+    "store_bytes": (
+        "hoptrace_collector_store_bytes",
+        "Bytes of the span store on disk (its file and write-ahead log).",
+        "",
+    ),
+    "store_oldest_span_ns": (
+        "hoptrace_collector_store_oldest_span_timestamp_ns",
+        "Start of the oldest span in the store, in ns since the epoch.",
+        "",
+    ),
+    "retention_spans_removed": (
+        "hoptrace_collector_retention_spans_removed",
+        "Spans removed from the store by retention (--retention, --max-store-size).",
+        "",
+    ),
+    "retention_partitions_removed": (
+        "hoptrace_collector_retention_partitions_removed",
+        "Time partitions of the store dropped whole by retention.",
+        "",
+    ),
     "spans_rejected": (
         "hoptrace_collector_spans_rejected",
         "Spans rejected by the collector (OTLP partial success).",

@@ -31,7 +31,8 @@ names, which GenAI instrumentations record by default) is dropped before a span 
 stored, unless the receiver is made with ``keep_content=True``; /healthz counts the
 attributes dropped.
 
-/healthz also adds up the spans the senders dropped before sending
+/healthz also gives the store's size on disk, its oldest span and what retention
+removed (:mod:`collector.retention`), and adds up the spans the senders dropped before sending
 (``spans_dropped_by_senders``): hoptrace's batch processor puts the count of the spans
 it could not send (:data:`tracer.attributes.SPANS_DROPPED`) on the resource of the
 next batch it sends.
@@ -263,7 +264,8 @@ class OtlpReceiver:
                 pass
 
     def health(self) -> dict[str, Any]:
-        """What /healthz answers: counts, and the memory held by requests in flight.
+        """What /healthz answers: counts, the memory held by requests in flight, and
+        the store's size, oldest span and what retention removed.
 
         Anyone who reaches the port may ask (no token), so it names no path or setting
         beyond these counts and limits."""
@@ -274,6 +276,7 @@ class OtlpReceiver:
             "max_memory_bytes": self.budget.limit_bytes,
             "in_flight_bytes": self.budget.in_flight_bytes,
             "peak_in_flight_bytes": self.budget.peak_bytes,
+            **self.store.health(),
         }
 
     async def _export(self, scope: Scope, receive: Receive, send: Send, request: _Request) -> None:

@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -27,6 +27,7 @@ from collector.receiver import (
     DRAIN_S,
     OtlpReceiver,
 )
+from collector.retention import Retention
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
 
@@ -106,6 +107,8 @@ def serve(
     min_body_rate: int = DEFAULT_MIN_BODY_RATE,
     live_metrics: bool | None = None,
     otlp_metrics_endpoint: str | None = None,
+    retention: Retention | None = None,
+    on_open: Callable[[SpanStore], None] | None = None,
 ) -> dict[str, object]:
     """Receive OTLP/HTTP on ``host:port`` into the store until SIGTERM or SIGINT.
 
@@ -113,15 +116,19 @@ def serve(
     ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold,
     ``body_timeout_s`` and ``min_body_rate`` how slowly a body may come (see
     :class:`OtlpReceiver`), ``live_metrics`` turns on ``GET /metrics`` (and
-    ``otlp_metrics_endpoint`` their OTLP push; :mod:`collector.live`). Returns the
+    ``otlp_metrics_endpoint`` their OTLP push; :mod:`collector.live`), ``retention``
+    what the store keeps (:mod:`collector.retention`). ``on_open`` is given the store
+    once it is open (and migrated, if it was made by an earlier version). Returns the
     receiver's final counts (its /healthz).
 
     Raises:
         ReceiverError: the port could not be bound.
         ValueError: a bad ``max_body_bytes`` or ``max_memory``.
     """
-    store = SpanStore(store_path, create=True)
+    store = SpanStore(store_path, create=True, retention=retention)
     try:
+        if on_open is not None:
+            on_open(store)
         app = OtlpReceiver(
             store,
             max_body_bytes=max_body_bytes,
@@ -144,6 +151,7 @@ def serve(
             raise
     finally:
         app.close()
+        final = app.health()  # the store's part is read before it is closed
         store.close()
     if not server.started:
         raise ReceiverError(
@@ -151,7 +159,7 @@ def serve(
             f"{host} not an address of this machine? Pick another port with --port or "
             "another --host"
         )
-    return app.health()
+    return final
 
 
 class BackgroundCollector:
@@ -165,7 +173,7 @@ class BackgroundCollector:
     ``keep_content=True`` stores prompt and completion attributes too; by default they
     are dropped. ``max_memory`` bounds what requests in flight hold (see
     :class:`OtlpReceiver`); ``live_metrics`` serves ``GET /metrics`` (see
-    :mod:`collector.live`).
+    :mod:`collector.live`); ``retention`` bounds the store (:mod:`collector.retention`).
     """
 
     def __init__(
@@ -182,11 +190,12 @@ class BackgroundCollector:
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
         live_metrics: bool | None = None,
         otlp_metrics_endpoint: str | None = None,
+        retention: Retention | None = None,
     ):
         self.host = host
         self.port = port or free_port(host)
         self._own_port = not port
-        self.store = SpanStore(store_path, create=True)
+        self.store = SpanStore(store_path, create=True, retention=retention)
         try:
             self.app = OtlpReceiver(
                 self.store,

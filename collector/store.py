@@ -9,9 +9,15 @@ A span already committed through this store object (one of the most recent
 ``recent_keys // 2`` to ``recent_keys``; retries and re-sent batches land there) is not
 written again, and the analyzer keeps one span per (trace id, span id) on reading. The
 recent keys are two generations of sets, so a write costs the same per span however
-many spans are stored and however large the group commit. The table has no unique
-index on purpose: random trace ids make every batch dirty hundreds of index pages,
-which cut ingest fivefold.
+many spans are stored and however large the group commit. There is no unique index
+on purpose: random trace ids make every batch dirty hundreds of index pages, which cut
+ingest fivefold.
+
+Spans are kept in time partitions (:mod:`collector.partitions`), each indexed by trace
+id, and dropped whole, oldest first, by the retention (:mod:`collector.retention`,
+applied by :meth:`SpanStore.maintain`). Every read takes one snapshot of the store and
+reads the partitions' indexes in trace-id order (:mod:`collector._read`): a reader
+holds a chunk of rows and one trace, whatever the store's size.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 
 import orjson
@@ -35,9 +42,27 @@ from collector._events import (
     event_row,
     read_events,
 )
+from collector._read import (
+    in_partitions,
+    matching_trace_ids,
+    rows_in_trace_order,
+    snapshot,
+    wanted,
+)
 from collector._recent import RecentKeys
-from collector._schema import COLUMNS, ROW, SCHEMA, read_columns
+from collector._schema import COLUMNS, ROW, ROW_FIELDS, read_columns
+from collector.partitions import (
+    Partition,
+    create_partition,
+    drop_partition,
+    is_legacy,
+    list_partitions,
+    migrate,
+    record_rows,
+)
+from collector.retention import Retention, RetentionCounts
 from tracer._errors import SourceError
+from tracer.attributes import RUN
 from tracer.spans._numbers import checked, needs_check
 from tracer.spans.events import with_events
 from tracer.spans.model import Span, Warnings
@@ -55,6 +80,8 @@ __all__ = [
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
 _ROWS_PER_STATEMENT = 256
+#: The writer's page cache, in KiB: it holds the index of the partition being written.
+_CACHE_KIB = 64 * 1024
 
 
 def default_store_path() -> Path:
@@ -118,6 +145,7 @@ def span_row(span: Span) -> tuple:
         # made queued rows take 4 KiB per span.
         memoryview(orjson.dumps(span.attributes, default=str)).tobytes(),
         span.trace_state,
+        run if isinstance(run := span.attributes.get(RUN), str) else None,
     )
 
 
@@ -134,10 +162,14 @@ class SpanStore:
         read_only: open for reading only (``mode=ro``), as the analysis does: nothing
             is written, so a store in a read-only folder or on a read-only disk is read
             too (then as an immutable file, since SQLite cannot make its WAL index).
+        retention: how long and how much it keeps (:mod:`collector.retention`), applied
+            by :meth:`maintain`; None keeps everything.
 
-    A quick check on opening reads the pages every write goes through; a store that
-    is damaged elsewhere raises :class:`SourceError` when that part is read. Opened
-    for writing, a store that cannot be written raises at once.
+    A store made before partitions is read as it is; opened for writing it is migrated
+    once (:func:`collector.partitions.migrate`), and :attr:`migration` says so in one
+    line. A quick check on opening reads the pages every write goes through; a store
+    that is damaged elsewhere raises :class:`SourceError` when that part is read.
+    Opened for writing, a store that cannot be written raises at once.
 
     Raises:
         SourceError: the file is missing (and ``create`` is false), not a store,
@@ -153,6 +185,7 @@ class SpanStore:
         synchronous: str = "NORMAL",
         recent_keys: int = 500_000,
         read_only: bool = False,
+        retention: Retention | None = None,
     ):
         if recent_keys < 2:
             raise ValueError(f"recent_keys must be at least 2, got {recent_keys!r}")
@@ -168,6 +201,13 @@ class SpanStore:
         if create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.read_only = read_only
+        self.retention = retention or Retention()
+        self.removed = RetentionCounts()
+        #: One line when opening migrated a store made by an earlier version.
+        self.migration: str | None = None
+        self._current: Partition | None = None
+        self._current_base_bytes = 0
+        self._last_health: dict[str, object] = {}
         try:
             if read_only:
                 self._conn = _connect_read_only(self.path)
@@ -175,27 +215,37 @@ class SpanStore:
                 self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
                 if create:
-                    self._conn.executescript(SCHEMA + EVENTS_SCHEMA)
-            self._conn.execute("SELECT 1 FROM spans LIMIT 1").fetchall()
-            self._columns = read_columns(self._conn, read_only)
+                    self._conn.executescript(EVENTS_SCHEMA)
+                if create or is_legacy(self._conn):
+                    self.migration = migrate(self._conn)
+            self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            partitions = list_partitions(self._conn)
+            if not partitions and not self._has_catalog():
+                raise sqlite3.DatabaseError("no spans table")
+            self._columns = {
+                p.name: read_columns(self._conn, p.name, read_only) for p in partitions
+            }
         except sqlite3.DatabaseError as exc:
             raise SourceError(f"{str(self.path)!r} is not a hoptrace span store ({exc})") from exc
         try:
             # A cheap look at the pages every write goes through (the rightmost path of
-            # the table), instead of a full integrity check that reads the whole file.
-            self._conn.execute("SELECT MAX(rowid) FROM spans").fetchone()
+            # the newest table), instead of a full integrity check that reads the file.
+            if partitions:
+                self._conn.execute(f"SELECT MAX(rowid) FROM {partitions[-1].name}").fetchone()
             if not read_only:
                 self._probe_write()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // 13))
-        self._insert_many = f"INSERT INTO spans ({COLUMNS}) VALUES " + ",".join(
-            [ROW] * self._rows_per_statement
-        )
+        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // ROW_FIELDS))
         self._lock = threading.Lock()
+
+    def _has_catalog(self) -> bool:
+        found = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'partitions'")
+        return found.fetchone() is not None
 
     def _probe_write(self) -> None:
         """Raise now, not at the first batch, when the file cannot be written."""
@@ -242,6 +292,14 @@ class SpanStore:
         """
         return self.write_rows([span_row(s) for s in spans])
 
+    def _partition(self) -> Partition:
+        """The partition being written (started at the first write)."""
+        if self._current is None:
+            self._current = create_partition(self._conn)
+            self._columns[self._current.name] = COLUMNS
+            self._current_base_bytes = self.used_bytes()
+        return self._current
+
     def write_rows(self, rows: list[tuple]) -> int:
         """Store rows made by :func:`span_row` (and :func:`event_row`, told by their
         length) in one transaction; returns how many were new.
@@ -268,56 +326,184 @@ class SpanStore:
                     continue
                 batch[key] = None
                 fresh.append(row)
+            part = self._partition()
+            insert = f"INSERT INTO {part.name} ({COLUMNS}) VALUES "
             per = self._rows_per_statement
             whole = len(fresh) - len(fresh) % per
             with self._conn:
                 if whole:
                     self._conn.executemany(
-                        self._insert_many,
+                        insert + ",".join([ROW] * per),
                         (
                             tuple(chain.from_iterable(fresh[i : i + per]))
                             for i in range(0, whole, per)
                         ),
                     )
                 if whole < len(fresh):
-                    self._conn.executemany(
-                        f"INSERT INTO spans ({COLUMNS}) VALUES {ROW}", fresh[whole:]
-                    )
+                    self._conn.executemany(insert + ROW, fresh[whole:])
+                if fresh:
+                    starts = [row[6] for row in fresh]
+                    record_rows(self._conn, part, len(fresh), min(starts), max(starts))
                 if events:
                     self._conn.executemany(INSERT_EVENT, events)
             recent.update(batch)
             return len(fresh) + len(events)
 
+    def used_bytes(self) -> int:
+        """Bytes of the store's pages in use (its file less the pages free for reuse)."""
+        pages = self._conn.execute("PRAGMA page_count").fetchone()[0]
+        free = self._conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
+
+    def maintain(self, now_ns: int | None = None) -> None:
+        """Start the next partition when the current one is full, and drop what the
+        retention says is old (whole partitions, whole traces; see
+        :mod:`collector.retention`). The writer calls it between commits.
+
+        Raises:
+            sqlite3.Error: the store could not be changed (it stays as it was).
+        """
+        now = time.time_ns() if now_ns is None else now_ns
+        with self._lock:
+            if self._current is None:
+                return
+            retention = self.retention
+            used = self.used_bytes()
+            if (
+                now - self._current.created_ns >= retention.partition_s * 1e9
+                or used - self._current_base_bytes >= retention.partition_bytes
+            ):
+                self._current = None
+                self._partition()
+            while True:
+                partitions = list_partitions(self._conn)
+                oldest = retention.expired(partitions, now, self.used_bytes())
+                if oldest is None:
+                    return
+                started = time.perf_counter()
+                spans, stragglers = drop_partition(self._conn, oldest, partitions[1:-1])
+                took = time.perf_counter() - started
+                self._columns.pop(oldest.name, None)
+                removed = self.removed
+                removed.spans_removed += spans + stragglers
+                removed.partitions_removed += 1
+                removed.last_removed_ns = now
+                removed.slowest_removal_s = max(removed.slowest_removal_s, took)
+                if oldest.number == self._current.number:
+                    return
+
+    def store_bytes(self) -> int:
+        """Bytes of the store on disk: its file and its write-ahead log."""
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.path.getsize(str(self.path) + suffix)
+            except OSError:
+                pass
+        return total
+
+    def health(self) -> dict[str, object]:
+        """The store's size, oldest span and what retention removed (for /healthz)."""
+        try:
+            with self._lock, self._reading():
+                partitions = list_partitions(self._conn)
+                used = self.used_bytes()
+        except sqlite3.ProgrammingError:  # closed: what it held last
+            return dict(self._last_health)
+        starts = [p.first_start_ns for p in partitions if p.first_start_ns is not None]
+        self._last_health = {
+            "store_bytes": self.store_bytes(),
+            "store_used_bytes": used,
+            "store_partitions": len(partitions),
+            "store_oldest_span_ns": min(starts) if starts else None,
+            "retention_max_age_s": self.retention.max_age_s,
+            "retention_max_bytes": self.retention.max_bytes,
+            "retention_spans_removed": self.removed.spans_removed,
+            "retention_partitions_removed": self.removed.partitions_removed,
+            "retention_last_removed_ns": self.removed.last_removed_ns,
+            "retention_slowest_removal_s": round(self.removed.slowest_removal_s, 4),
+        }
+        return dict(self._last_health)
+
     def count(self) -> int:
         """Number of stored spans."""
-        with self._lock, self._reading():
-            return int(self._conn.execute("SELECT COUNT(*) FROM spans").fetchone()[0])
+        with self._lock, self._reading(), snapshot(self._conn) as partitions:
+            return sum(
+                int(self._conn.execute(f"SELECT COUNT(*) FROM {p.name}").fetchone()[0])
+                for p in partitions
+            )
+
+    def _columns_of(self, partitions: list[Partition]) -> dict[str, str]:
+        for p in partitions:
+            if p.name not in self._columns:
+                self._columns[p.name] = read_columns(self._conn, p.name, self.read_only)
+        return self._columns
+
+    def _traces(
+        self,
+        since_ns: int | None,
+        bounds: tuple[str | None, str | None],
+        run: str | None,
+        chunk: int,
+        ids: list[str] | None = None,
+    ) -> Iterator[list[tuple]]:
+        """The rows of each trace (see :meth:`iter_trace_rows`), one trace at a time,
+        in one snapshot of the store."""
+        lock, conn = self._lock, self._conn
+        with lock, self._reading():
+            context = snapshot(conn)
+            partitions = context.__enter__()
+        try:
+            with lock, self._reading():
+                keep, skipped = wanted(partitions, since_ns)
+                columns = self._columns_of(keep)
+                if run is not None and ids is None:
+                    ids = matching_trace_ids(conn, keep, run)
+                rows = rows_in_trace_order(conn, keep, columns, bounds, ids, chunk)
+            current: list[tuple] = []
+            while True:
+                done: list[list[tuple]] = []
+                with lock, self._reading():
+                    block = list(islice(rows, chunk))
+                    for row in block:
+                        if current and row[0] != current[0][0]:
+                            if self._whole_after(current, since_ns, skipped):
+                                done.append(current)
+                            current = []
+                        current.append(row)
+                    if not block and current and self._whole_after(current, since_ns, skipped):
+                        done.append(current)
+                yield from done  # outside the lock: the caller may use the store meanwhile
+                if not block:
+                    break
+        finally:
+            with lock:
+                context.__exit__(None, None, None)
+
+    def _whole_after(
+        self, rows: list[tuple], since_ns: int | None, skipped: list[Partition]
+    ) -> bool:
+        """True when the trace of ``rows`` started at or after ``since_ns`` (none of
+        its spans is in a partition the read skipped)."""
+        if since_ns is None:
+            return True
+        if min(r[6] if isinstance(r[6], int) else since_ns for r in rows) < since_ns:
+            return False
+        return not in_partitions(self._conn, skipped, rows[0][0])
 
     def iter_spans(
         self, since_ns: int | None = None, warnings: Warnings | None = None
     ) -> Iterator[Span]:
-        """Every stored span (of traces that started at or after ``since_ns``).
+        """Every stored span (of traces that started at or after ``since_ns``), a trace
+        at a time, in trace-id order.
 
         Rows are checked as file spans are: a row whose attributes are not JSON, whose
         ids are empty or whose end is before its start is skipped and counted in
         ``warnings``, not raised.
         """
-        query = f"SELECT {self._columns} FROM spans"
-        params: tuple = ()
-        if since_ns is not None:
-            query += (
-                " WHERE trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id "
-                "HAVING MIN(start_ns) >= ?)"
-            )
-            params = (since_ns,)
-        with self._lock, self._reading():
-            rows = self._conn.execute(query, params).fetchall()
-        events = self._events("", ())
-        tally = warnings if warnings is not None else Warnings()
-        for row in rows:
-            span = _span_of_row(row, tally, events)
-            if span is not None:
-                yield span
+        for _, span in self.iter_trace_rows(since_ns, warnings):
+            yield span
 
     def _events(self, where: str, params: Iterable[object]) -> Events:
         """The stored events (of the traces ``where`` selects) by span."""
@@ -347,94 +533,74 @@ class SpanStore:
         warnings: Warnings | None = None,
         chunk: int = 20_000,
         trace_ids: tuple[str | None, str | None] = (None, None),
+        run: str | None = None,
     ) -> Iterator[tuple[int, Span]]:
-        """``(rowid, span)`` of every stored span in trace-id order (rows of one trace
-        in the order they were written), read ``chunk`` rows at a time, so a reader
-        holds one chunk, not the store. Rows are checked as in :meth:`iter_spans`.
-        ``trace_ids`` = (lo, hi) keeps the traces with ``lo <= trace_id < hi`` (None:
-        no bound), so that separate readers can take separate parts of the store.
+        """``(seq, span)`` of every stored span in trace-id order (rows of one trace in
+        the order they were written; ``seq`` orders them), read ``chunk`` rows at a
+        time through each partition's index, so a reader holds a chunk and one trace,
+        not the store. Rows are checked as in :meth:`iter_spans`. ``trace_ids`` = (lo,
+        hi) keeps the traces with ``lo <= trace_id < hi`` (None: no bound), so that
+        separate readers can take separate parts of the store; ``since_ns`` the traces
+        that started at or after it; ``run`` (a glob) those with a span of that run,
+        found by the index by run (others may come too: the caller filters).
         """
-        clauses: list[str] = []
-        params: list[object] = []
-        lo, hi = trace_ids
-        if lo is not None:
-            clauses.append("trace_id >= ?")
-            params.append(lo)
-        if hi is not None:
-            clauses.append("trace_id < ?")
-            params.append(hi)
-        if since_ns is not None:
-            clauses.append(
-                "trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id "
-                "HAVING MIN(start_ns) >= ?)"
-            )
-            params.append(since_ns)
-        query = f"SELECT {self._columns}, rowid FROM spans"
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        query += " ORDER BY trace_id, rowid"
         tally = warnings if warnings is not None else Warnings()
-        bounds = [c for c in clauses[:2] if not c.startswith("trace_id IN")]
+        lo, hi = trace_ids
+        bounds = [c for c, v in (("trace_id >= ?", lo), ("trace_id < ?", hi)) if v is not None]
         events = self._events(
-            " WHERE " + " AND ".join(bounds) if bounds else "", params[: len(bounds)]
+            " WHERE " + " AND ".join(bounds) if bounds else "",
+            [v for v in (lo, hi) if v is not None],
         )
-        with self._lock, self._reading():
-            cursor = self._conn.execute(query, tuple(params))
-        try:
-            while True:
-                with self._lock, self._reading():
-                    rows = cursor.fetchmany(chunk)
-                if not rows:
-                    return
-                for row in rows:
-                    span = _span_of_row(row, tally, events)
-                    if span is not None:
-                        yield row[13], span
-        finally:
-            cursor.close()
+        for rows in self._traces(since_ns, trace_ids, run, chunk):
+            for row in rows:
+                span = _span_of_row(row, tally, events)
+                if span is not None:
+                    yield row[-1], span
 
     def trace_id_sample(self, size: int) -> list[str]:
-        """The trace ids of about ``size`` rows spread evenly over the store (by rowid),
-        sorted: where to cut it into parts of about equal size, without a full scan."""
-        with self._lock, self._reading():
-            low, high = self._conn.execute("SELECT MIN(rowid), MAX(rowid) FROM spans").fetchone()
-        if low is None:
-            return []
-        step = max(1, (high - low + 1) // max(size, 1))
-        rowids = list(range(low, high + 1, step))
+        """The trace ids of about ``size`` rows spread evenly over the store (by rowid
+        in each partition), sorted: where to cut it into parts of about equal size,
+        without a full scan."""
         found: list[str] = []
-        with self._lock, self._reading():
-            for i in range(0, len(rowids), 500):
-                batch = rowids[i : i + 500]
-                marks = ",".join("?" * len(batch))
-                found.extend(
-                    row[0]
-                    for row in self._conn.execute(
-                        f"SELECT trace_id FROM spans WHERE rowid IN ({marks})", batch
+        with self._lock, self._reading(), snapshot(self._conn) as partitions:
+            ranges = [
+                (p, *self._conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {p.name}").fetchone())
+                for p in partitions
+            ]
+            total = sum(high - low + 1 for _, low, high in ranges if low is not None)
+            for part, low, high in ranges:
+                if low is None:
+                    continue
+                share = max(1, size * (high - low + 1) // max(total, 1))
+                step = max(1, (high - low + 1) // share)
+                rowids = list(range(low, high + 1, step))
+                for i in range(0, len(rowids), 500):
+                    batch = rowids[i : i + 500]
+                    marks = ",".join("?" * len(batch))
+                    found.extend(
+                        row[0]
+                        for row in self._conn.execute(
+                            f"SELECT trace_id FROM {part.name} WHERE rowid IN ({marks})", batch
+                        )
+                        if isinstance(row[0], str)
                     )
-                    if isinstance(row[0], str)
-                )
         return sorted(found)
 
     def spans_of(self, trace_ids: Iterable[str]) -> Iterator[Span]:
-        """The stored spans of ``trace_ids`` in the order they were written (one scan of
-        the table; for the few exemplar traces a report draws). Unusable rows are left
-        out, as in :meth:`iter_spans`."""
+        """The stored spans of ``trace_ids``, trace by trace in the order they were
+        written, found by each partition's index (for the few exemplar traces a
+        report draws, or one trace by id). Unusable rows are left out, as in
+        :meth:`iter_spans`."""
         ids = sorted(set(trace_ids))
         if not ids:
             return
-        query = (
-            f"SELECT {self._columns} FROM spans WHERE trace_id IN ({','.join('?' * len(ids))}) "
-            "ORDER BY rowid"
-        )
-        with self._lock, self._reading():
-            rows = self._conn.execute(query, ids).fetchall()
         events = self.events_of(ids)
         tally = Warnings()
-        for row in rows:
-            span = _span_of_row(row, tally, events)
-            if span is not None:
-                yield span
+        for rows in self._traces(None, (None, None), None, 20_000, ids):
+            for row in rows:
+                span = _span_of_row(row, tally, events)
+                if span is not None:
+                    yield span
 
 
 def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> Span | None:

@@ -2,7 +2,9 @@
 
 A request's rows wait in a :class:`Ticket`. The writer takes what is queued (up to
 :data:`GROUP_SPANS` rows, never splitting a request) and commits it in one
-transaction, then settles each ticket with the number of rows or the exception. A
+transaction, then settles each ticket with the number of rows or the exception; between
+commits (and every second when idle) it lets the store start its next partition and
+drop what retention says is old (:meth:`SpanStore.maintain`). A
 ticket whose client has gone is skipped; past the time given to
 :meth:`Writer.refuse_after` the tickets not yet started are settled with
 :class:`ShuttingDown`, so a stopping collector answers every request it holds.
@@ -25,6 +27,8 @@ __all__ = ["GROUP_SPANS", "ShuttingDown", "Ticket", "Writer"]
 _logger = logging.getLogger(__name__)
 #: Rows in one transaction, at most (a single larger request is committed alone).
 GROUP_SPANS = 50_000
+#: Seconds between the store's upkeep when no batch comes.
+MAINTAIN_S = 1.0
 
 
 class ShuttingDown(Exception):
@@ -70,6 +74,7 @@ class Writer:
         self._on_commit = on_commit
         self._queue: queue.SimpleQueue[Ticket | None] = queue.SimpleQueue()
         self._refuse_at: float | None = None
+        self._upkeep_failed = False
         self._thread = threading.Thread(target=self._run, name="hoptrace-writer", daemon=True)
         self._thread.start()
 
@@ -95,7 +100,11 @@ class Writer:
     def _run(self) -> None:
         stop = False
         while not stop:
-            first = self._queue.get()
+            try:
+                first = self._queue.get(timeout=MAINTAIN_S)
+            except queue.Empty:
+                self._maintain()
+                continue
             if first is None:
                 break
             group = [first]
@@ -111,6 +120,7 @@ class Writer:
                 group.append(nxt)
                 size += len(nxt.rows)
             self._commit(group)
+            self._maintain()
         while True:  # what came after the stop: refused, never left unanswered
             try:
                 late = self._queue.get_nowait()
@@ -118,6 +128,14 @@ class Writer:
                 return
             if late is not None:
                 late.settle(ShuttingDown("the collector is shutting down"))
+
+    def _maintain(self) -> None:
+        try:
+            self._store.maintain()
+        except Exception as exc:  # ingest goes on; the next upkeep tries again
+            if not self._upkeep_failed:
+                self._upkeep_failed = True
+                _logger.error("could not apply the store's retention: %s", exc)
 
     def _refusing(self) -> bool:
         return self._refuse_at is not None and time.monotonic() >= self._refuse_at

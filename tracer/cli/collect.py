@@ -5,11 +5,15 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracer._errors import ConfigError
 from tracer.cli._common import store_option
+
+if TYPE_CHECKING:
+    from collector.store import SpanStore
 
 __all__ = ["COMMANDS"]
 
@@ -41,6 +45,12 @@ def _check_port(host: str, port: int) -> None:
             f"cannot listen on {host}:{port} ({exc.strerror or exc}); is another collector "
             "running there? Pick another port with --port, or another --host"
         ) from None
+
+
+def _say_migration(store: SpanStore) -> None:
+    """The one line saying a store of an earlier version was migrated on opening."""
+    if store.migration:
+        click.echo(f"hoptrace collector: {store.migration}", err=True)
 
 
 @click.command()
@@ -114,6 +124,21 @@ def _check_port(host: str, port: int) -> None:
     help="Also push the live metrics by OTLP/HTTP to URL (e.g. http://127.0.0.1:4318) "
     "[env: HOPTRACE_OTLP_METRICS_ENDPOINT].",
 )
+@click.option(
+    "--retention",
+    envvar="HOPTRACE_RETENTION",
+    metavar="DURATION",
+    help="Keep spans this long after they arrive (e.g. 7d, 12h); the oldest whole "
+    "traces go first. Default: keep everything [env: HOPTRACE_RETENTION].",
+)
+@click.option(
+    "--max-store-size",
+    envvar="HOPTRACE_MAX_STORE_SIZE",
+    metavar="SIZE",
+    help="Keep the store within this size (e.g. 20GiB), dropping the oldest whole "
+    "traces; a disk that fills first still gets 503 and Retry-After. Default: no limit "
+    "[env: HOPTRACE_MAX_STORE_SIZE].",
+)
 def collect(
     host: str,
     port: int,
@@ -126,6 +151,8 @@ def collect(
     keep_content: bool,
     live_metrics: bool,
     otlp_metrics: str | None,
+    retention: str | None,
+    max_store_size: str | None,
 ) -> None:
     """Run the embedded OTLP/HTTP receiver (POST /v1/traces; POST /v1/logs for the
     events of spans sent as log records) into a span store.
@@ -135,6 +162,7 @@ def collect(
     """
     from collector import default_store_path, serve
     from collector.memory import MiB, parse_size, resolve_max_memory
+    from collector.retention import resolve_retention
 
     if not 0 < port < 65536:
         raise ConfigError(f"--port must be 1..65535, got {port!r}")
@@ -164,6 +192,14 @@ def collect(
         raise ConfigError(
             f"--otlp-metrics must be an http:// or https:// URL, got {otlp_metrics!r}"
         )
+    from click.core import ParameterSource
+
+    given = click.get_current_context().get_parameter_source
+    # From the environment, resolve_retention reads the variable itself and names it.
+    keeps = resolve_retention(
+        None if given("retention") == ParameterSource.ENVIRONMENT else retention or None,
+        None if given("max_store_size") == ParameterSource.ENVIRONMENT else max_store_size or None,
+    )
     path = Path(store) if store else default_store_path()
     _check_port(host, port)  # before the banner: a port in use is one line, exit 2
     content = "kept (--keep-content)" if keep_content else "dropped (--keep-content keeps them)"
@@ -188,6 +224,7 @@ def collect(
         )
         + f"  requests in flight hold at most {limit / MiB:g} MiB (--max-memory); a body "
         f"slower than {rate} bytes/s after {body_timeout:g} s gets 408\n"
+        + f"  the store keeps: {keeps.describe()}\n"
         "  Ctrl-C or SIGTERM to stop",
         err=True,
     )
@@ -203,6 +240,8 @@ def collect(
         min_body_rate=rate,
         live_metrics=live_metrics,
         otlp_metrics_endpoint=otlp_metrics,
+        retention=keeps,
+        on_open=_say_migration,
     )
     click.echo(
         f"hoptrace collector: stopped; {final['spans_stored']} spans stored, "

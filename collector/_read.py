@@ -1,0 +1,147 @@
+"""Reading the partitions of a store: which ones a read needs, and their rows in
+trace-id order.
+
+Every read takes one snapshot of the store (one read transaction), so a purge that
+drops a partition meanwhile changes nothing it sees: a trace is read whole or not at
+all. A read in trace-id order merges the partitions' indexes by trace id (each
+partition's rows come in index order, none is sorted whole); ``since_ns`` leaves out
+the partitions that hold no span starting after it, and ``run`` reads only the traces
+whose run matches, found through each partition's index by run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from fnmatch import fnmatchcase
+
+import orjson
+
+from collector.partitions import STRAGGLER_PARTITIONS, Partition, list_partitions
+
+__all__ = ["SEQ_BITS", "matching_trace_ids", "rows_in_trace_order", "snapshot", "wanted"]
+
+#: A row's place in the store is ``partition number << SEQ_BITS | rowid``.
+SEQ_BITS = 40
+#: Trace ids per query when reading the traces of a run.
+_IDS_PER_QUERY = 2_000
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[list[Partition]]:
+    """One read transaction on ``conn`` (unless one is open) and the partitions in it."""
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        yield list_partitions(conn)
+    finally:
+        if began and conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def wanted(
+    partitions: list[Partition], since_ns: int | None
+) -> tuple[list[Partition], list[Partition]]:
+    """(the partitions a read from ``since_ns`` needs, the newest of those it skips):
+    a partition whose latest span started before ``since_ns`` holds nothing of a trace
+    that started after it."""
+    if since_ns is None:
+        return partitions, []
+    keep = [p for p in partitions if p.last_start_ns is None or p.last_start_ns >= since_ns]
+    skipped = [p for p in partitions if p not in keep]
+    return keep, skipped[-STRAGGLER_PARTITIONS:]
+
+
+def matching_trace_ids(
+    conn: sqlite3.Connection, partitions: list[Partition], pattern: str
+) -> list[str] | None:
+    """The sorted ids of the traces with a span whose run matches the glob ``pattern``,
+    through the index by run; None when a partition does not know its runs."""
+    if not all(p.runs_known for p in partitions):
+        return None
+    ids: set[str] = set()
+    for part in partitions:
+        labels = [
+            label
+            for (label,) in conn.execute(
+                f"SELECT DISTINCT run FROM {part.name} WHERE run IS NOT NULL"
+            )
+            if isinstance(label, str) and fnmatchcase(label, pattern)
+        ]
+        if labels:
+            marks = ",".join("?" * len(labels))
+            ids.update(
+                t
+                for (t,) in conn.execute(
+                    f"SELECT trace_id FROM {part.name} WHERE run IN ({marks})", labels
+                )
+            )
+    return sorted(ids)
+
+
+def _cursor_rows(
+    conn: sqlite3.Connection,
+    part: Partition,
+    columns: str,
+    where: str,
+    params: tuple,
+    chunk: int,
+) -> Iterator[tuple]:
+    """Rows of ``part`` in trace-id order, each ending with its place (seq)."""
+    cursor = conn.execute(
+        f"SELECT {columns}, ({part.number} << {SEQ_BITS}) | rowid FROM {part.name}{where} "
+        "ORDER BY trace_id, rowid",
+        params,
+    )
+    try:
+        while rows := cursor.fetchmany(chunk):
+            yield from rows
+    finally:
+        cursor.close()
+
+
+def rows_in_trace_order(
+    conn: sqlite3.Connection,
+    partitions: list[Partition],
+    columns: dict[str, str],
+    bounds: tuple[str | None, str | None],
+    trace_ids: list[str] | None,
+    chunk: int,
+) -> Iterator[tuple]:
+    """The rows of ``partitions`` (with ``lo <= trace_id < hi`` for ``bounds``, and
+    among ``trace_ids`` when given) in trace-id order, rows of one trace in the order
+    they were written; each row ends with its seq. ``columns`` by partition name."""
+    clauses, params = [], []
+    lo, hi = bounds
+    if lo is not None:
+        clauses.append("trace_id >= ?")
+        params.append(lo)
+    if hi is not None:
+        clauses.append("trace_id < ?")
+        params.append(hi)
+    per = max(256, chunk // max(1, len(partitions)))
+    if trace_ids is None:
+        where = " WHERE " + " AND ".join(clauses) if clauses else ""
+        streams = [
+            _cursor_rows(conn, p, columns[p.name], where, tuple(params), per) for p in partitions
+        ]
+        yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
+        return
+    ids = [t for t in trace_ids if (lo is None or t >= lo) and (hi is None or t < hi)]
+    for i in range(0, len(ids), _IDS_PER_QUERY):
+        batch = orjson.dumps(ids[i : i + _IDS_PER_QUERY]).decode()
+        where = " WHERE trace_id IN (SELECT value FROM json_each(?))"
+        streams = [_cursor_rows(conn, p, columns[p.name], where, (batch,), per) for p in partitions]
+        yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
+
+
+def in_partitions(conn: sqlite3.Connection, partitions: list[Partition], trace_id: str) -> bool:
+    """True when a span of ``trace_id`` is in one of ``partitions`` (by their index)."""
+    return any(
+        conn.execute(f"SELECT 1 FROM {p.name} WHERE trace_id = ? LIMIT 1", (trace_id,)).fetchone()
+        is not None
+        for p in partitions
+    )
