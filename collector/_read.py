@@ -38,8 +38,11 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[list[Partition]]:
     try:
         yield list_partitions(conn)
     finally:
-        if began and conn.in_transaction:
-            conn.execute("COMMIT")
+        try:
+            if began and conn.in_transaction:
+                conn.execute("COMMIT")
+        except sqlite3.ProgrammingError:  # closed before the reader finished
+            pass
 
 
 def wanted(
@@ -100,7 +103,10 @@ def _cursor_rows(
         while rows := cursor.fetchmany(chunk):
             yield from rows
     finally:
-        cursor.close()
+        try:
+            cursor.close()
+        except sqlite3.ProgrammingError:  # the store was closed first
+            pass
 
 
 def rows_in_trace_order(

@@ -82,6 +82,8 @@ __all__ = [
 _ROWS_PER_STATEMENT = 256
 #: The writer's page cache, in KiB: it holds the index of the partition being written.
 _CACHE_KIB = 64 * 1024
+#: The write-ahead log is truncated to this after a checkpoint.
+_WAL_LIMIT_BYTES = 1024 * 1024
 
 
 def default_store_path() -> Path:
@@ -216,6 +218,8 @@ class SpanStore:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute(f"PRAGMA synchronous={synchronous}")
                 self._conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+                # The log is cut back to this after a checkpoint, not left at its peak.
+                self._conn.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT_BYTES}")
                 if create:
                     self._conn.executescript(EVENTS_SCHEMA)
                 if create or is_legacy(self._conn):
@@ -292,10 +296,10 @@ class SpanStore:
         """
         return self.write_rows([span_row(s) for s in spans])
 
-    def _partition(self) -> Partition:
+    def _partition(self, now_ns: int | None = None) -> Partition:
         """The partition being written (started at the first write)."""
         if self._current is None:
-            self._current = create_partition(self._conn)
+            self._current = create_partition(self._conn, now_ns)
             self._columns[self._current.name] = COLUMNS
             self._current_base_bytes = self.used_bytes()
         return self._current
@@ -375,15 +379,18 @@ class SpanStore:
                 or used - self._current_base_bytes >= retention.partition_bytes
             ):
                 self._current = None
-                self._partition()
+                self._partition(now)
             while True:
                 partitions = list_partitions(self._conn)
                 oldest = retention.expired(partitions, now, self.used_bytes())
                 if oldest is None:
                     return
                 started = time.perf_counter()
-                spans, stragglers = drop_partition(self._conn, oldest, partitions[1:-1])
+                before = self.used_bytes()
+                spans, stragglers = drop_partition(self._conn, oldest, partitions[1:])
                 took = time.perf_counter() - started
+                # Freed pages are reused: the current partition's growth counts from less.
+                self._current_base_bytes -= before - self.used_bytes()
                 self._columns.pop(oldest.name, None)
                 removed = self.removed
                 removed.spans_removed += spans + stragglers
@@ -395,13 +402,7 @@ class SpanStore:
 
     def store_bytes(self) -> int:
         """Bytes of the store on disk: its file and its write-ahead log."""
-        total = 0
-        for suffix in ("", "-wal"):
-            try:
-                total += os.path.getsize(str(self.path) + suffix)
-            except OSError:
-                pass
-        return total
+        return _size_of(self.path) + _size_of(Path(str(self.path) + "-wal"))
 
     def health(self) -> dict[str, object]:
         """The store's size, oldest span and what retention removed (for /healthz)."""
@@ -414,6 +415,7 @@ class SpanStore:
         starts = [p.first_start_ns for p in partitions if p.first_start_ns is not None]
         self._last_health = {
             "store_bytes": self.store_bytes(),
+            "store_file_bytes": _size_of(self.path),
             "store_used_bytes": used,
             "store_partitions": len(partitions),
             "store_oldest_span_ns": min(starts) if starts else None,
@@ -601,6 +603,13 @@ class SpanStore:
                 span = _span_of_row(row, tally, events)
                 if span is not None:
                     yield span
+
+
+def _size_of(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> Span | None:

@@ -83,3 +83,12 @@ class Bodies:
     def number_of(trace_id_hex: str) -> int:
         """The stamp number of a stored trace id (its first 16 hex digits)."""
         return int(trace_id_hex[:16], 16) - 1
+
+
+def rows_of(body: bytes) -> list[tuple]:
+    """The store rows of a protobuf ``body``, as the receiver makes them."""
+    from collector.decode import decode_body
+
+    return decode_body(
+        [body], is_json=False, gzipped=False, max_body_bytes=len(body) + 1, content=None
+    ).rows

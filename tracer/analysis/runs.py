@@ -13,16 +13,18 @@ kind comes from its label and attributes:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
 from tracer.analysis.aggregate import Analysis
 from tracer.analysis.execution.attribute import NONE, split_value
 from tracer.analysis.traceset import TraceSet
+from tracer.spans.model import Span
 
 RUN = attrs.RUN
 
-__all__ = ["NO_RUN", "RUN", "Run", "list_runs", "mixed_runs_note", "run_kind"]
+__all__ = ["NO_RUN", "RUN", "Run", "RunTally", "list_runs", "mixed_runs_note", "run_kind"]
 
 #: The label of the traces that carry no ``hoptrace.run``.
 NO_RUN = "(no run)"
@@ -61,35 +63,57 @@ def run_kind(label: str, concurrency: str | None = None) -> str:
     return "run"
 
 
-def list_runs(traceset: TraceSet) -> list[Run]:
-    """Every run of ``traceset``, by first start (ties by label)."""
-    seen: dict[str, list[tuple[int, set[str], str]]] = {}
-    for spans in traceset.traces.values():
+class RunTally:
+    """The runs of traces given one at a time (:meth:`add`): it keeps a few numbers and
+    the services per run, not the traces, so a store of any size is listed in bounded
+    memory."""
+
+    def __init__(self) -> None:
+        # label -> [traces, first start, last start, services, concurrency levels]
+        self._seen: dict[str, list] = {}
+
+    def add(self, spans: Iterable[Span]) -> None:
+        """Count the trace made of ``spans``."""
+        spans = list(spans)
         if not spans:
-            continue
+            return
         label = split_value(spans, attrs.RUN)
         level = split_value(spans, attrs.BENCH_CONCURRENCY)
         start = min(s.start_ns for s in spans)
-        seen.setdefault(NO_RUN if label == NONE else label, []).append(
-            (start, {s.service for s in spans}, level)
-        )
-    runs = []
-    for label, rows in seen.items():
-        starts = [start for start, _, _ in rows]
-        levels = {level for _, _, level in rows} - {NONE}
-        runs.append(
+        row = self._seen.get(NO_RUN if label == NONE else label)
+        if row is None:
+            row = self._seen[NO_RUN if label == NONE else label] = [0, start, start, set(), set()]
+        row[0] += 1
+        row[1] = min(row[1], start)
+        row[2] = max(row[2], start)
+        row[3].update(s.service for s in spans)
+        if level != NONE:
+            row[4].add(level)
+
+    def runs(self) -> list[Run]:
+        """Every run counted, by first start (ties by label)."""
+        runs = [
             Run(
                 label=label,
-                traces=len(rows),
-                first_start_ns=min(starts),
-                last_start_ns=max(starts),
-                services=tuple(sorted(set().union(*(names for _, names, _ in rows)))),
+                traces=traces,
+                first_start_ns=first,
+                last_start_ns=last,
+                services=tuple(sorted(services)),
                 kind="run"
                 if label == NO_RUN
                 else run_kind(label, next(iter(levels)) if len(levels) == 1 else None),
             )
-        )
-    return sorted(runs, key=lambda r: (r.first_start_ns, r.label))
+            for label, (traces, first, last, services, levels) in self._seen.items()
+        ]
+        return sorted(runs, key=lambda r: (r.first_start_ns, r.label))
+
+
+def list_runs(traceset: TraceSet) -> list[Run]:
+    """Every run of ``traceset``, by first start (ties by label)."""
+    tally = RunTally()
+    for spans in traceset.traces.values():
+        tally.add(spans)
+    return tally.runs()
 
 
 def mixed_runs_note(analysis: Analysis) -> str | None:

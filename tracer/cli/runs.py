@@ -33,11 +33,38 @@ def runs(sources: tuple[str, ...], fmt: str, output: str | None, selection: Sele
     from tracer.analysis.runs import list_runs
 
     with busy(sources, "reading traces for their runs") as notices:
-        found = list_runs(selection.load(sources, notices))
+        found = _store_runs(sources, selection)
+        if found is None:
+            found = list_runs(selection.load(sources, notices))
     if fmt == "json":
         emit(render.dumps(render.runs_dict(found)), output)
     else:
         emit(render.to_table(render.runs_sections(found)), output)
+
+
+def _store_runs(sources: tuple[str, ...], selection: Selection) -> list | None:
+    """The runs of span stores read one trace at a time (bounded memory whatever their
+    size), or None when a source is not a store or the options need the traces."""
+    from pathlib import Path
+
+    from tracer._errors import NoUsableDataError
+    from tracer.analysis.loaders.local import SpanStoreFile
+    from tracer.analysis.loaders.store import store_traces
+    from tracer.analysis.runs import RunTally
+    from tracer.spans.model import Warnings
+
+    query = selection.base
+    if not sources or query.limit is not None or not all(map(SpanStoreFile.recognise, sources)):
+        return None
+    keep, tally, warnings, seen = query.keep, RunTally(), Warnings(), 0
+    for source in sources:
+        for spans in store_traces(Path(source).expanduser(), warnings, query.since_ns, query.run):
+            seen += 1
+            if keep.matches(spans):
+                tally.add(spans)
+    if not seen:
+        raise NoUsableDataError(f"no traces in {', '.join(sources)}")
+    return tally.runs()
 
 
 COMMANDS = (runs,)

@@ -224,7 +224,7 @@ def analyze_store(path: Path, query: Query) -> Analysis:
     attribute = attributor(query)
     loaded = Warnings()
     with gc_paused():
-        stream_store(str(path), query.since_ns, attribute, loaded)
+        stream_store(str(path), query.since_ns, attribute, loaded, run=query.run)
         table = attribute.table
         return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 

@@ -214,7 +214,7 @@ def _read_store(
     attribute = attributor(query)
     loaded = Warnings()
     with gc_paused():
-        stream_store(path, query.since_ns, attribute, loaded, bounds)
+        stream_store(path, query.since_ns, attribute, loaded, bounds, query.run)
     return attribute.table, loaded
 
 

@@ -260,17 +260,22 @@ def stream_store(
     attribute: Callable[[str, list[Span], int, int], None],
     loaded: Warnings,
     trace_ids: tuple[str | None, str | None] = (None, None),
+    run: str | None = None,
 ) -> None:
     """Attribute every trace of the span store at ``path`` (with ``lo <= trace id < hi``
     for ``trace_ids`` = (lo, hi); None: no bound), read in trace-id order a chunk at a
-    time: one trace's spans are held at once, and none straggles."""
+    time: one trace's spans are held at once, and none straggles. ``since_ns`` and
+    ``run`` (a glob) let the store read only the partitions and traces they can keep,
+    by its indexes (``attribute`` still applies every filter)."""
     from collector.store import SpanStore
 
     current: str | None = None
     spans: list[Span] = []
     seq = 0
     with SpanStore(path, read_only=True) as store:
-        for rowid, span in store.iter_trace_rows(since_ns, loaded, trace_ids=trace_ids):
+        for rowid, span in store.iter_trace_rows(
+            since_ns, loaded, trace_ids=trace_ids, run=run
+        ):
             if span.trace_id != current:
                 if current is not None:
                     attribute(current, spans, seq, 0)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from tracer.analysis.traceset import TraceSet
+from tracer.spans.model import Span, Warnings
 
-__all__ = ["load_store"]
+__all__ = ["load_store", "store_traces"]
 
 
 def load_store(path: Path, traceset: TraceSet, since_ns: int | None = None) -> None:
@@ -19,3 +21,26 @@ def load_store(path: Path, traceset: TraceSet, since_ns: int | None = None) -> N
 
     with SpanStore(path, read_only=True) as store:
         traceset.add(store.iter_spans(since_ns, traceset.warnings))
+
+
+def store_traces(
+    path: Path, warnings: Warnings, since_ns: int | None = None, run: str | None = None
+) -> Iterator[list[Span]]:
+    """The traces of the store at ``path`` one at a time, in trace-id order (those
+    that started after ``since_ns``; with ``run``, those of the runs it matches and
+    perhaps some others: filter them), one span per (trace id, span id).
+
+    Raises:
+        SourceError: the file is not a span store.
+    """
+    from collector.store import SpanStore
+
+    current: dict[str, Span] = {}
+    with SpanStore(path, read_only=True) as store:
+        for _, span in store.iter_trace_rows(since_ns, warnings, run=run):
+            if current and span.trace_id != next(iter(current.values())).trace_id:
+                yield list(current.values())
+                current = {}
+            current.setdefault(span.span_id, span)
+    if current:
+        yield list(current.values())
