@@ -154,12 +154,12 @@ def test_a_store_reads_the_same_while_retention_drops_what_it_is_reading(tmp_pat
     with SpanStore(path, create=True) as writer:
         for number in range(6):
             writer.write_rows(rows_of(bodies.stamp(number)))
-            writer.maintain(now_ns=2**62 + number * 10**12)  # a partition per batch
+            writer.maintain(now_ns=2**62 + number * 10**13)  # a partition per batch
         with SpanStore(path, read_only=True) as reader:
             reading = reader.iter_trace_rows(chunk=50)
             first = [next(reading)[1] for _ in range(10)]
             writer.retention = writer.retention.__class__(max_age_s=1.0)
-            writer.maintain(now_ns=2**62 + 10**15)  # everything is old now
+            writer.maintain(now_ns=2**62 + 10**16)  # everything is old now
             assert writer.removed.partitions_removed >= 5
             rest = [span for _, span in reading]
         with SpanStore(path, read_only=True) as after:
