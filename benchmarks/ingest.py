@@ -175,11 +175,14 @@ class Collector:
         self._thread.join()
 
 
-def start_collector(store: Path, live: bool) -> tuple[subprocess.Popen, int]:
-    """``hoptrace collect`` on a free port, answering /healthz."""
+def start_collector(
+    store: Path, live: bool, extra: list[str] | None = None
+) -> tuple[subprocess.Popen, int]:
+    """``hoptrace collect`` (with ``extra`` options) on a free port, answering /healthz."""
     port = free_port()
     command = [sys.executable, "-m", "tracer.cli", "collect", "--port", str(port)]
     command += ["--live-metrics" if live else "--no-live-metrics", "--store", str(store)]
+    command += extra or []
     proc = subprocess.Popen(command, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 20
     while True:

@@ -116,10 +116,13 @@ def rows_in_trace_order(
     bounds: tuple[str | None, str | None],
     trace_ids: list[str] | None,
     chunk: int,
+    since_ns: int | None = None,
 ) -> Iterator[tuple]:
     """The rows of ``partitions`` (with ``lo <= trace_id < hi`` for ``bounds``, and
     among ``trace_ids`` when given) in trace-id order, rows of one trace in the order
-    they were written; each row ends with its seq. ``columns`` by partition name."""
+    they were written; each row ends with its seq. ``columns`` by partition name. In
+    a partition that began before ``since_ns``, only the traces with a span that
+    started after it are read (found by the index by start)."""
     clauses, params = [], []
     lo, hi = bounds
     if lo is not None:
@@ -130,10 +133,14 @@ def rows_in_trace_order(
         params.append(hi)
     per = max(256, chunk // max(1, len(partitions)))
     if trace_ids is None:
-        where = " WHERE " + " AND ".join(clauses) if clauses else ""
-        streams = [
-            _cursor_rows(conn, p, columns[p.name], where, tuple(params), per) for p in partitions
-        ]
+        streams = []
+        for p in partitions:
+            mine, values = list(clauses), list(params)
+            if since_ns is not None and p.indexed and (p.first_start_ns or 0) < since_ns:
+                mine.append(f"trace_id IN (SELECT trace_id FROM {p.name} WHERE start_ns >= ?)")
+                values.append(since_ns)
+            where = " WHERE " + " AND ".join(mine) if mine else ""
+            streams.append(_cursor_rows(conn, p, columns[p.name], where, tuple(values), per))
         yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
         return
     ids = [t for t in trace_ids if (lo is None or t >= lo) and (hi is None or t < hi)]

@@ -42,9 +42,11 @@ ROW_FIELDS = 14
 ROW = "(" + ",".join("?" * ROW_FIELDS) + ")"
 
 #: The indexes of a partition ``{t}``: by trace id (a trace by id, the read in trace-id
-#: order, the traces a purge takes whole) and the partial one by run.
+#: order, the traces a purge takes whole), by start (``--since`` within a partition;
+#: starts come nearly in order, so it is written at its end) and the partial one by run.
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS {t}_by_trace ON {t} (trace_id)",
+    "CREATE INDEX IF NOT EXISTS {t}_by_start ON {t} (start_ns)",
     "CREATE INDEX IF NOT EXISTS {t}_by_run ON {t} (run) WHERE run IS NOT NULL",
 )
 

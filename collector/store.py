@@ -462,7 +462,7 @@ class SpanStore:
                 columns = self._columns_of(keep)
                 if run is not None and ids is None:
                     ids = matching_trace_ids(conn, keep, run)
-                rows = rows_in_trace_order(conn, keep, columns, bounds, ids, chunk)
+                rows = rows_in_trace_order(conn, keep, columns, bounds, ids, chunk, since_ns)
             current: list[tuple] = []
             while True:
                 done: list[list[tuple]] = []
