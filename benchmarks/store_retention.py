@@ -172,6 +172,7 @@ def _ingest_once(args: argparse.Namespace, tmp: Path, limit: int | None) -> dict
         "max_total": max((t for _, t in sizes), default=0),
         "removed": health["retention_spans_removed"],
         "slowest_removal_s": health["retention_slowest_removal_s"],
+        "slowest_index_s": health["store_slowest_index_s"],
         "partial": partial,
         "missing": len(missing),
         "out_of_order": out_of_order,
@@ -198,7 +199,8 @@ def run_ingest(args: argparse.Namespace, tmp: Path) -> None:
                 f"{result['p99_ms']:7.1f} ms  {result['rate']:8,.0f} spans/s  largest file "
                 f"{result['max_file'] / MiB:7.1f} MiB (with log {result['max_total'] / MiB:.1f})"
                 f"  removed {result['removed']:,} spans (slowest drop "
-                f"{result['slowest_removal_s'] * 1e3:.0f} ms)  partial traces "
+                f"{result['slowest_removal_s'] * 1e3:.0f} ms, slowest index "
+                f"{result['slowest_index_s'] * 1e3:.0f} ms)  partial traces "
                 f"{result['partial']}  missing {result['missing']:,} (after the oldest kept: "
                 f"{result['out_of_order']})  failed {result['failed']}",
                 flush=True,
@@ -212,7 +214,9 @@ def run_ingest(args: argparse.Namespace, tmp: Path) -> None:
         print(f"  {label:<8} {_spread(ratios[key])}")
     bound = limit * (1 + 1 / 16)
     largest = max(r["max_file"] for r in results["retention"])
-    lost = sum(r["out_of_order"] + r["partial"] + r["failed"] for side in results.values() for r in side)
+    lost = sum(
+        r["out_of_order"] + r["partial"] + r["failed"] for side in results.values() for r in side
+    )
     lost += sum(r["missing"] for r in results["none"])
     ok_latency = max(statistics.median(ratios["p50_ms"]), statistics.median(ratios["p99_ms"])) <= 2
     print(
@@ -220,24 +224,55 @@ def run_ingest(args: argparse.Namespace, tmp: Path) -> None:
         f"{bound / MiB:.1f} MiB"
     )
     print(f"target: ack P50 and P99 within 2x of no retention: {'PASS' if ok_latency else 'FAIL'}")
-    print(f"target: the file within the limit plus one partition: {'PASS' if largest <= bound else 'FAIL'}")
+    print(
+        f"target: the file within the limit plus one partition: {'PASS' if largest <= bound else 'FAIL'}"
+    )
     print(f"target: nothing lost but whole, oldest first: {'PASS' if not lost else 'FAIL'}")
 
 
 def _trace_rows(n: int, start_ns: int) -> list[tuple]:
     trace_id = f"{n:032x}"
     run = f"load-{n % 6}"
-    rows = [span_row(Span(trace_id, f"{n:08x}00000001", None, "client", "request", 2, start_ns,
-                          start_ns + 40_000_000, "client", 1, None,
-                          {attrs.STAGE: "client", attrs.RUN: run, "http.route": "/chat"}))]
+    rows = [
+        span_row(
+            Span(
+                trace_id,
+                f"{n:08x}00000001",
+                None,
+                "client",
+                "request",
+                2,
+                start_ns,
+                start_ns + 40_000_000,
+                "client",
+                1,
+                None,
+                {attrs.STAGE: "client", attrs.RUN: run, "http.route": "/chat"},
+            )
+        )
+    ]
     for i, stage in enumerate(("gateway", "auth", "context", "inference", "postprocess"), 1):
         at = start_ns + i * 1_000_000
         for k, (svc, kind) in enumerate((("client", 3), (stage, 2))):
-            rows.append(span_row(Span(trace_id, f"{n:08x}{2 * i + k:08x}", rows[0][1], svc,
-                                      f"POST /{stage}", kind, at + k * 100_000,
-                                      at + 5_000_000 - k * 100_000, stage, 1, None,
-                                      {attrs.STAGE: stage, "http.request.method": "POST"})))
-    return rows  # fmt: skip
+            rows.append(
+                span_row(
+                    Span(
+                        trace_id,
+                        f"{n:08x}{2 * i + k:08x}",
+                        rows[0][1],
+                        svc,
+                        f"POST /{stage}",
+                        kind,
+                        at + k * 100_000,
+                        at + 5_000_000 - k * 100_000,
+                        stage,
+                        1,
+                        None,
+                        {attrs.STAGE: stage, "http.request.method": "POST"},
+                    )
+                )
+            )
+    return rows
 
 
 def _build(path: Path, hours: float, per_hour: int, now_ns: int, only_last_s: float | None) -> int:
@@ -351,7 +386,9 @@ def run_reads(args: argparse.Namespace, tmp: Path) -> None:
                 (t1, m1), (t2, m2) = _measure(first), _measure(second)
             times[label].append((t1, m1, t2, m2))
     print(f"medians of {args.repeat} interleaved runs, (min..max) of the per-run ratio:")
-    print(f"{'':<24} {'big s':>7} {'MiB':>6} {'small s':>8} {'MiB':>6}   time ratio         memory ratio")
+    print(
+        f"{'':<24} {'big s':>7} {'MiB':>6} {'small s':>8} {'MiB':>6}   time ratio         memory ratio"
+    )
     verdicts = []
     for label, rows in times.items():
         t1, m1, t2, m2 = (statistics.median(col) for col in zip(*rows, strict=True))
@@ -364,7 +401,9 @@ def run_reads(args: argparse.Namespace, tmp: Path) -> None:
         elif label == "analyze: store vs file":
             print(f"target: store within 1.2x of the file: {'PASS' if ratio <= 1.2 else 'FAIL'}")
         else:
-            print(f"target: {label} within 2x of the small store: {'PASS' if ratio <= 2 else 'FAIL'}")
+            print(
+                f"target: {label} within 2x of the small store: {'PASS' if ratio <= 2 else 'FAIL'}"
+            )
 
 
 def main() -> None:

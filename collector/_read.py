@@ -21,7 +21,15 @@ import orjson
 
 from collector.partitions import STRAGGLER_PARTITIONS, Partition, list_partitions
 
-__all__ = ["SEQ_BITS", "matching_trace_ids", "rows_in_trace_order", "snapshot", "wanted"]
+__all__ = [
+    "SEQ_BITS",
+    "in_partitions",
+    "matching_trace_ids",
+    "rows_in_trace_order",
+    "snapshot",
+    "trace_id_sample",
+    "wanted",
+]
 
 #: A row's place in the store is ``partition number << SEQ_BITS | rowid``.
 SEQ_BITS = 40
@@ -123,7 +131,8 @@ def rows_in_trace_order(
     they were written; each row ends with its seq. ``columns`` by partition name. In
     a partition that began before ``since_ns``, only the traces with a span that
     started after it are read (found by the index by start)."""
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[object] = []
     lo, hi = bounds
     if lo is not None:
         clauses.append("trace_id >= ?")
@@ -136,7 +145,7 @@ def rows_in_trace_order(
         streams = []
         for p in partitions:
             mine, values = list(clauses), list(params)
-            if since_ns is not None and p.indexed and (p.first_start_ns or 0) < since_ns:
+            if since_ns is not None and (p.first_start_ns or 0) < since_ns:
                 mine.append(f"trace_id IN (SELECT trace_id FROM {p.name} WHERE start_ns >= ?)")
                 values.append(since_ns)
             where = " WHERE " + " AND ".join(mine) if mine else ""
@@ -158,3 +167,31 @@ def in_partitions(conn: sqlite3.Connection, partitions: list[Partition], trace_i
         is not None
         for p in partitions
     )
+
+
+def trace_id_sample(conn: sqlite3.Connection, partitions: list[Partition], size: int) -> list[str]:
+    """The trace ids of about ``size`` rows spread evenly over ``partitions`` (by rowid
+    in each), sorted."""
+    found: list[str] = []
+    ranges = [
+        (p, *conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {p.name}").fetchone())
+        for p in partitions
+    ]
+    total = sum(high - low + 1 for _, low, high in ranges if low is not None)
+    for part, low, high in ranges:
+        if low is None:
+            continue
+        share = max(1, size * (high - low + 1) // max(total, 1))
+        step = max(1, (high - low + 1) // share)
+        rowids = list(range(low, high + 1, step))
+        for i in range(0, len(rowids), 500):
+            batch = rowids[i : i + 500]
+            marks = ",".join("?" * len(batch))
+            found.extend(
+                row[0]
+                for row in conn.execute(
+                    f"SELECT trace_id FROM {part.name} WHERE rowid IN ({marks})", batch
+                )
+                if isinstance(row[0], str)
+            )
+    return sorted(found)

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["COLUMNS", "INDEXES", "ROW", "ROW_FIELDS", "partition_schema", "read_columns"]
+__all__ = [
+    "COLUMNS",
+    "INDEXES",
+    "ROW",
+    "ROW_FIELDS",
+    "TRACE_INDEX",
+    "partition_schema",
+    "read_columns",
+]
 
 _FIELDS = """
     trace_id TEXT NOT NULL,
@@ -41,18 +49,22 @@ ROW_FIELDS = 14
 #: One row's placeholders.
 ROW = "(" + ",".join("?" * ROW_FIELDS) + ")"
 
-#: The indexes of a partition ``{t}``: by trace id (a trace by id, the read in trace-id
-#: order, the traces a purge takes whole), by start (``--since`` within a partition;
-#: starts come nearly in order, so it is written at its end) and the partial one by run.
+#: The indexes a partition ``{t}`` has while it is written: by start (``--since``
+#: within a partition; starts come nearly in order, so it grows at its end) and the
+#: partial one by run (a span or two per trace).
 INDEXES = (
-    "CREATE INDEX IF NOT EXISTS {t}_by_trace ON {t} (trace_id)",
     "CREATE INDEX IF NOT EXISTS {t}_by_start ON {t} (start_ns)",
     "CREATE INDEX IF NOT EXISTS {t}_by_run ON {t} (run) WHERE run IS NOT NULL",
 )
+#: The index by trace id (a trace by id, the read in trace-id order, the traces a purge
+#: takes whole), made when the partition is closed: kept up while writing, its random
+#: keys dirty a page per span in every commit, which cost ingest 2.3x.
+TRACE_INDEX = "CREATE INDEX IF NOT EXISTS {t}_by_trace ON {t} (trace_id)"
 
 
 def partition_schema(table: str) -> str:
-    """The statements that make the partition ``table`` with its indexes."""
+    """The statements that make the partition ``table`` with the indexes it has while
+    it is written."""
     return ";\n".join(
         [f"CREATE TABLE IF NOT EXISTS {table} ({_FIELDS})", *(i.format(t=table) for i in INDEXES)]
     )

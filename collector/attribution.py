@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from collector._rows import span_of_row
 from collector.metrics import LabelLimiter, Labels
 from collector.pending import PendingTraces
-from collector.store import _span_of_row
 from tracer import attributes as attrs
 from tracer.analysis._table import TraceTable
 from tracer.analysis.arrival import is_complete
@@ -89,7 +89,7 @@ class LiveAttribution:
     def add_rows(self, rows: list[tuple], now_s: float) -> None:
         """Rows as :func:`collector.store.span_row` makes them, just committed."""
         tally = Warnings()
-        spans = [s for row in rows if (s := _span_of_row(row, tally)) is not None]
+        spans = [s for row in rows if (s := span_of_row(row, tally)) is not None]
         self.unreadable_rows += len(rows) - len(spans)
         self.pending.add(spans, now_s)
 

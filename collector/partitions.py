@@ -1,19 +1,20 @@
 """The store's time partitions: one table of spans per slice of ingest, listed in a
 catalog, written one at a time and dropped whole, oldest first.
 
-Each partition is a table ``spans_NNNNNN`` with an index by trace id and a partial
-index by run (:mod:`collector._schema`). The collector writes into the newest one and
-starts another when it has held it for the partition's time or grown it by the
-partition's size (:class:`collector.retention.Retention`); every start of a collector
-begins a partition too. The catalog (table ``partitions``) keeps, per partition, the
+Each partition is a table ``spans_NNNNNN`` with an index by start and a partial index
+by run (:mod:`collector._schema`). The collector writes into the newest one and starts
+another when it has held it for the partition's time or grown it by the partition's
+size (:class:`collector.retention.Retention`); every start of a collector begins a
+partition too. A closed partition gets its index by trace id then (:func:`seal`): one
+sort of a bounded partition, where the same index kept up while writing costs every
+commit a page per span. The catalog (table ``partitions``) keeps, per partition, the
 earliest and latest span start and the number of spans, so that ``--since`` skips the
 partitions that end before it, and retention knows what is old without reading spans.
 
 Why tables, not one indexed table: an index by random trace ids costs ingest more the
-larger it is (every batch dirties index pages all over it, and they stop fitting in
-the cache), so a partition keeps the index written to small; and dropping a table
-frees its pages in one step, where deleting the same spans from one big table
-deletes each index entry at a random place (numbers in ``docs/collector.md``).
+larger it is (every batch dirties index pages all over it), and dropping a table frees
+its pages in one step, where deleting the same spans from one big table deletes each
+index entry at a random place (numbers in ``docs/collector.md``).
 
 A trace is dropped whole: its spans that landed in a later partition (those that came
 after the partition was closed) go with it. A view named ``spans`` unites the
@@ -30,7 +31,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from collector._schema import partition_schema, read_columns
+from collector._schema import TRACE_INDEX, partition_schema, read_columns
 
 __all__ = [
     "CATALOG",
@@ -42,6 +43,7 @@ __all__ = [
     "list_partitions",
     "migrate",
     "record_rows",
+    "seal",
 ]
 
 #: ``PRAGMA user_version`` of a partitioned store.
@@ -79,7 +81,8 @@ class Partition:
         spans: the spans it holds (as written; an old table read as it is: -1).
         runs_known: its ``run`` column is filled for every span (false for a table
             from before runs were kept: ``--run`` then reads its attributes).
-        indexed: it has its index by trace id.
+        indexed: it has its index by trace id (made when it is closed; the partition
+            being written is read in full, or sorted, instead).
     """
 
     number: int
@@ -114,6 +117,23 @@ def _has_trace_index(conn: sqlite3.Connection, table: str) -> bool:
     return False
 
 
+def _trace_indexed(conn: sqlite3.Connection) -> set[str]:
+    """The partitions that have their index by trace id."""
+    return {
+        name[: -len("_by_trace")]
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'spans%by_trace'"
+        )
+    }
+
+
+def seal(conn: sqlite3.Connection, partition: Partition) -> None:
+    """Give a closed ``partition`` its index by trace id (one sort of its rows)."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(TRACE_INDEX.format(t=partition.name))
+
+
 def list_partitions(conn: sqlite3.Connection) -> list[Partition]:
     """The partitions of the store of ``conn``, oldest first (a store from before
     partitions: its one table, as it is)."""
@@ -123,7 +143,11 @@ def list_partitions(conn: sqlite3.Connection) -> list[Partition]:
         "SELECT number, name, created_ns, first_start_ns, last_start_ns, spans, runs_known "
         "FROM partitions ORDER BY number"
     ).fetchall()
-    return [Partition(*row[:6], runs_known=bool(row[6])) for row in rows]
+    indexed = _trace_indexed(conn)
+    return [
+        Partition(*row[:6], runs_known=bool(row[6]), indexed=row[1] in indexed)  # type: ignore[misc]
+        for row in rows
+    ]
 
 
 def _refresh_view(conn: sqlite3.Connection) -> None:
@@ -154,8 +178,7 @@ def create_partition(conn: sqlite3.Connection, now_ns: int | None = None) -> Par
 
 def _has_catalog(conn: sqlite3.Connection) -> bool:
     return (
-        conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'partitions'").fetchone()
-        is not None
+        conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'partitions'").fetchone() is not None
     )
 
 
@@ -224,6 +247,7 @@ def migrate(conn: sqlite3.Connection) -> str | None:
         ).fetchone()
         for statement in partition_schema(name).split(";\n")[1:]:
             conn.execute(statement)
+        conn.execute(TRACE_INDEX.format(t=name))
         conn.execute(
             "INSERT INTO partitions VALUES (0, ?, ?, ?, ?, ?, 0)",
             (name, time.time_ns(), first, last, count),

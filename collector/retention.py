@@ -43,7 +43,7 @@ SIZE_ENV = "HOPTRACE_MAX_STORE_SIZE"
 #: The longest a partition is written to, and the most it grows by (its index of trace
 #: ids then stays within the writer's page cache).
 MAX_PARTITION_S = 3600.0
-MAX_PARTITION_BYTES = 256 * MiB
+MAX_PARTITION_BYTES = 64 * MiB
 _MIN_PARTITION_S = 1.0
 _MIN_PARTITION_BYTES = 64 * 1024
 #: A partition's share of each limit.
@@ -78,7 +78,9 @@ class Retention:
             return MAX_PARTITION_BYTES
         return min(MAX_PARTITION_BYTES, max(_MIN_PARTITION_BYTES, self.max_bytes // _SLICES))
 
-    def expired(self, partitions: list[Partition], now_ns: int, used_bytes: int) -> Partition | None:
+    def expired(
+        self, partitions: list[Partition], now_ns: int, used_bytes: int
+    ) -> Partition | None:
         """The oldest partition to drop now, or None. ``partitions`` are oldest first;
         the last one (being written) is never dropped. A partition's spans arrived
         before the next one was started."""
@@ -94,9 +96,7 @@ class Retention:
     def describe(self) -> str:
         """The limits in words, for the collector's banner."""
         age = f"{self.max_age_s:g} s" if self.max_age_s is not None else "no age limit"
-        size = (
-            f"{self.max_bytes / MiB:g} MiB" if self.max_bytes is not None else "no size limit"
-        )
+        size = f"{self.max_bytes / MiB:g} MiB" if self.max_bytes is not None else "no size limit"
         return f"{age} (--retention), {size} (--max-store-size)"
 
 
@@ -108,6 +108,8 @@ class RetentionCounts:
     partitions_removed: int = 0
     last_removed_ns: int | None = None
     slowest_removal_s: float = 0.0
+    #: The longest a closed partition took to get its index by trace id.
+    slowest_seal_s: float = 0.0
 
 
 def _duration_s(text: str, what: str) -> float:

@@ -22,17 +22,13 @@ holds a chunk of rows and one trace, whatever the store's size.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import chain, islice
 from pathlib import Path
-
-import orjson
 
 from collector._events import (
     EVENT_ROW_FIELDS,
@@ -47,9 +43,20 @@ from collector._read import (
     matching_trace_ids,
     rows_in_trace_order,
     snapshot,
+    trace_id_sample,
     wanted,
 )
 from collector._recent import RecentKeys
+from collector._rows import (
+    STORE_HEADER,
+    connect_read_only,
+    default_store_path,
+    is_store_file,
+    size_of,
+    span_of_row,
+    span_row,
+    unreadable,
+)
 from collector._schema import COLUMNS, ROW, ROW_FIELDS, read_columns
 from collector.partitions import (
     Partition,
@@ -59,16 +66,15 @@ from collector.partitions import (
     list_partitions,
     migrate,
     record_rows,
+    seal,
 )
 from collector.retention import Retention, RetentionCounts
 from tracer._errors import SourceError
-from tracer.attributes import RUN
-from tracer.spans._numbers import checked, needs_check
-from tracer.spans.events import with_events
 from tracer.spans.model import Span, Warnings
 
 __all__ = [
     "EVENT_ROW_FIELDS",
+    "STORE_HEADER",
     "SpanStore",
     "default_store_path",
     "event_row",
@@ -84,71 +90,6 @@ _ROWS_PER_STATEMENT = 256
 _CACHE_KIB = 64 * 1024
 #: The write-ahead log is truncated to this after a checkpoint.
 _WAL_LIMIT_BYTES = 1024 * 1024
-
-
-def default_store_path() -> Path:
-    """``$HOPTRACE_STORE``, else ``$XDG_DATA_HOME/hoptrace/spans.db``
-    (``~/.local/share/hoptrace/spans.db``)."""
-    env = os.environ.get("HOPTRACE_STORE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "hoptrace" / "spans.db"
-
-
-#: The first bytes of every SQLite file.
-STORE_HEADER = b"SQLite format 3\x00"
-
-
-def is_store_file(path: Path) -> bool:
-    """True when ``path`` is an SQLite file (checked by its header)."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(16) == STORE_HEADER
-    except OSError:
-        return False
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that never writes: ``mode=ro``, else (a WAL store whose folder
-    cannot take the ``-shm`` index SQLite needs) ``immutable=1``."""
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
-    try:
-        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-        return conn
-    except sqlite3.OperationalError:
-        conn.close()
-    # Nobody can write a store in a folder that is read-only, so it cannot change
-    # while it is read as immutable.
-    return sqlite3.connect(uri + "&immutable=1", uri=True, check_same_thread=False)
-
-
-def span_row(span: Span) -> tuple:
-    """The store row of ``span``: its fields in column order, attributes as JSON.
-
-    Raises:
-        TypeError, ValueError: the attributes hold something JSON cannot carry (an
-            integer wider than 64 bits, a non-string key, nesting past 254 levels).
-    """
-    return (
-        span.trace_id,
-        span.span_id,
-        span.parent_id,
-        span.service,
-        span.name,
-        span.kind,
-        span.start_ns,
-        span.end_ns,
-        span.stage,
-        span.status,
-        span.first_token_ns,
-        # A copy: orjson's own result keeps a 4 KiB buffer whatever its length, which
-        # made queued rows take 4 KiB per span.
-        memoryview(orjson.dumps(span.attributes, default=str)).tobytes(),
-        span.trace_state,
-        run if isinstance(run := span.attributes.get(RUN), str) else None,
-    )
 
 
 class SpanStore:
@@ -212,7 +153,7 @@ class SpanStore:
         self._last_health: dict[str, object] = {}
         try:
             if read_only:
-                self._conn = _connect_read_only(self.path)
+                self._conn = connect_read_only(self.path)
             else:
                 self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -261,23 +202,7 @@ class SpanStore:
             self._conn.execute("ROLLBACK")
 
     def _unreadable(self, exc: sqlite3.DatabaseError) -> SourceError:
-        where = str(self.path)
-        if "readonly" in str(exc) or "read-only" in str(exc):
-            return SourceError(
-                f"cannot write the span store {where!r} ({exc}); give a store in a folder "
-                "you can write (--store), or fix its permissions"
-            )
-        if "locked" in str(exc) or "busy" in str(exc):
-            return SourceError(
-                f"the span store {where!r} is busy ({exc}); is another collector writing "
-                "it? Give each collector its own --store"
-            )
-        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
-            return SourceError(f"cannot read the span store {where!r} ({exc})")
-        return SourceError(
-            f"the span store {where!r} is damaged ({exc}); copy out what can be read with "
-            f"'sqlite3 {where} .recover | sqlite3 new.db', or start a new store"
-        )
+        return unreadable(self.path, exc)
 
     @contextmanager
     def _reading(self) -> Iterator[None]:
@@ -380,6 +305,13 @@ class SpanStore:
             ):
                 self._current = None
                 self._partition(now)
+            for closed in list_partitions(self._conn)[:-1]:
+                if not closed.indexed:
+                    started = time.perf_counter()
+                    seal(self._conn, closed)
+                    self.removed.slowest_seal_s = max(
+                        self.removed.slowest_seal_s, time.perf_counter() - started
+                    )
             while True:
                 partitions = list_partitions(self._conn)
                 oldest = retention.expired(partitions, now, self.used_bytes())
@@ -397,12 +329,12 @@ class SpanStore:
                 removed.partitions_removed += 1
                 removed.last_removed_ns = now
                 removed.slowest_removal_s = max(removed.slowest_removal_s, took)
-                if oldest.number == self._current.number:
+                if oldest.number == partitions[-1].number:
                     return
 
     def store_bytes(self) -> int:
         """Bytes of the store on disk: its file and its write-ahead log."""
-        return _size_of(self.path) + _size_of(Path(str(self.path) + "-wal"))
+        return size_of(self.path) + size_of(Path(str(self.path) + "-wal"))
 
     def health(self) -> dict[str, object]:
         """The store's size, oldest span and what retention removed (for /healthz)."""
@@ -415,7 +347,7 @@ class SpanStore:
         starts = [p.first_start_ns for p in partitions if p.first_start_ns is not None]
         self._last_health = {
             "store_bytes": self.store_bytes(),
-            "store_file_bytes": _size_of(self.path),
+            "store_file_bytes": size_of(self.path),
             "store_used_bytes": used,
             "store_partitions": len(partitions),
             "store_oldest_span_ns": min(starts) if starts else None,
@@ -425,6 +357,7 @@ class SpanStore:
             "retention_partitions_removed": self.removed.partitions_removed,
             "retention_last_removed_ns": self.removed.last_removed_ns,
             "retention_slowest_removal_s": round(self.removed.slowest_removal_s, 4),
+            "store_slowest_index_s": round(self.removed.slowest_seal_s, 4),
         }
         return dict(self._last_health)
 
@@ -555,7 +488,7 @@ class SpanStore:
         )
         for rows in self._traces(since_ns, trace_ids, run, chunk):
             for row in rows:
-                span = _span_of_row(row, tally, events)
+                span = span_of_row(row, tally, events)
                 if span is not None:
                     yield row[-1], span
 
@@ -563,30 +496,8 @@ class SpanStore:
         """The trace ids of about ``size`` rows spread evenly over the store (by rowid
         in each partition), sorted: where to cut it into parts of about equal size,
         without a full scan."""
-        found: list[str] = []
         with self._lock, self._reading(), snapshot(self._conn) as partitions:
-            ranges = [
-                (p, *self._conn.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {p.name}").fetchone())
-                for p in partitions
-            ]
-            total = sum(high - low + 1 for _, low, high in ranges if low is not None)
-            for part, low, high in ranges:
-                if low is None:
-                    continue
-                share = max(1, size * (high - low + 1) // max(total, 1))
-                step = max(1, (high - low + 1) // share)
-                rowids = list(range(low, high + 1, step))
-                for i in range(0, len(rowids), 500):
-                    batch = rowids[i : i + 500]
-                    marks = ",".join("?" * len(batch))
-                    found.extend(
-                        row[0]
-                        for row in self._conn.execute(
-                            f"SELECT trace_id FROM {part.name} WHERE rowid IN ({marks})", batch
-                        )
-                        if isinstance(row[0], str)
-                    )
-        return sorted(found)
+            return trace_id_sample(self._conn, partitions, size)
 
     def spans_of(self, trace_ids: Iterable[str]) -> Iterator[Span]:
         """The stored spans of ``trace_ids``, trace by trace in the order they were
@@ -600,52 +511,6 @@ class SpanStore:
         tally = Warnings()
         for rows in self._traces(None, (None, None), None, 20_000, ids):
             for row in rows:
-                span = _span_of_row(row, tally, events)
+                span = span_of_row(row, tally, events)
                 if span is not None:
                     yield span
-
-
-def _size_of(path: Path) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
-
-
-def _span_of_row(row: tuple, tally: Warnings, events: Events | None = None) -> Span | None:
-    """A stored row as a :class:`Span` with its stored ``events`` read as its span
-    events (:mod:`tracer.spans.events`), or None (counted in ``tally``) when unusable."""
-    if not row[0] or not row[1] or not isinstance(row[6], int) or not isinstance(row[7], int):
-        tally.skip("store rows without ids or times were skipped")
-        return None
-    if row[7] < row[6]:
-        tally.skip("store rows that end before they start were skipped")
-        return None
-    try:
-        attributes = orjson.loads(row[11])
-    except (orjson.JSONDecodeError, TypeError):
-        tally.skip("store rows whose attributes are not JSON were skipped")
-        return None
-    if not isinstance(attributes, dict):
-        tally.skip("store rows whose attributes are not a JSON object were skipped")
-        return None
-    span = Span(
-        trace_id=row[0],
-        span_id=row[1],
-        parent_id=row[2],
-        service=row[3],
-        name=row[4],
-        kind=row[5],
-        start_ns=row[6],
-        end_ns=row[7],
-        stage=row[8],
-        status=row[9],
-        first_token_ns=row[10],
-        attributes=attributes,
-        trace_state=row[12] if isinstance(row[12], str) and row[12] else None,
-    )
-    if events:
-        own = events.get((row[0], row[1]))
-        if own is not None:
-            span = with_events(span, own)
-    return span if not needs_check(span) else checked(span, tally)

@@ -111,8 +111,11 @@ def test_store_rows_that_cannot_be_used_are_skipped_and_counted(tmp_path):
         store.write(spans)
     with sqlite3.connect(path) as conn:
         ids = [r[0] for r in conn.execute("SELECT span_id FROM spans ORDER BY start_ns")]
-        conn.execute("UPDATE spans SET attributes = ? WHERE span_id = ?", (b"{not json", ids[-1]))
-        conn.execute("UPDATE spans SET end_ns = start_ns - 5 WHERE span_id = ?", (ids[-2],))
+        (table,) = conn.execute("SELECT name FROM partitions").fetchone()  # the one partition
+        conn.execute(
+            f"UPDATE {table} SET attributes = ? WHERE span_id = ?", (b"{not json", ids[-1])
+        )
+        conn.execute(f"UPDATE {table} SET end_ns = start_ns - 5 WHERE span_id = ?", (ids[-2],))
     traces = load([path])
     assert traces.span_count == len(spans) - 2
     assert traces.warnings.skipped_spans == 2

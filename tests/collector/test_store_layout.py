@@ -27,13 +27,40 @@ T0 = 1_700_000_000_000_000_000
 def _trace(n: int, start_ns: int, run: str | None = None, spans: int = 3) -> list[Span]:
     trace_id = f"{n:032x}"
     root_attrs = {attrs.STAGE: "client", **({attrs.RUN: run} if run else {})}
-    out = [Span(trace_id, f"{n:08x}00000001", None, "client", "root", 2, start_ns,
-                start_ns + 10_000_000, "client", 1, None, root_attrs)]
+    out = [
+        Span(
+            trace_id,
+            f"{n:08x}00000001",
+            None,
+            "client",
+            "root",
+            2,
+            start_ns,
+            start_ns + 10_000_000,
+            "client",
+            1,
+            None,
+            root_attrs,
+        )
+    ]
     for i in range(1, spans):
-        out.append(Span(trace_id, f"{n:08x}{i + 1:08x}", out[0].span_id, "model", "infer", 1,
-                        start_ns + i * 1_000, start_ns + 9_000_000, "inference", 1, None,
-                        {attrs.STAGE: "inference"}))
-    return out  # fmt: skip
+        out.append(
+            Span(
+                trace_id,
+                f"{n:08x}{i + 1:08x}",
+                out[0].span_id,
+                "model",
+                "infer",
+                1,
+                start_ns + i * 1_000,
+                start_ns + 9_000_000,
+                "inference",
+                1,
+                None,
+                {attrs.STAGE: "inference"},
+            )
+        )
+    return out
 
 
 def _old_store(path, traces: list[list[Span]], trace_state: bool = True) -> None:
@@ -87,9 +114,7 @@ def test_a_store_from_before_is_read_as_it_is_then_migrated_once_with_one_line(
         )
     assert "USING INDEX spans_000000_by_trace" in plan
     with SpanStore(store, read_only=True) as read:
-        assert [s.span_id for s in read.spans_of([f"{7:032x}"])] == [
-            s.span_id for s in traces[6]
-        ]
+        assert [s.span_id for s in read.spans_of([f"{7:032x}"])] == [s.span_id for s in traces[6]]
     again = CollectorProcess(store, "--no-live-metrics")  # once: the second start says nothing
     again.stop()
     assert "earlier version" not in again.proc.stderr.read()

@@ -273,9 +273,7 @@ def stream_store(
     spans: list[Span] = []
     seq = 0
     with SpanStore(path, read_only=True) as store:
-        for rowid, span in store.iter_trace_rows(
-            since_ns, loaded, trace_ids=trace_ids, run=run
-        ):
+        for rowid, span in store.iter_trace_rows(since_ns, loaded, trace_ids=trace_ids, run=run):
             if span.trace_id != current:
                 if current is not None:
                     attribute(current, spans, seq, 0)
