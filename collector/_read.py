@@ -56,14 +56,21 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[list[Partition]]:
 def wanted(
     partitions: list[Partition], since_ns: int | None
 ) -> tuple[list[Partition], list[Partition]]:
-    """(the partitions a read from ``since_ns`` needs, the newest of those it skips):
-    a partition whose latest span started before ``since_ns`` holds nothing of a trace
-    that started after it."""
+    """(the partitions a read from ``since_ns`` needs, the partitions whose spans of a
+    trace read must be looked up): a partition whose latest span started before
+    ``since_ns`` holds nothing of a trace that started after it, but a trace read may
+    have a span there (the newest skipped ones), or, unread, in a partition read only
+    in part (an indexed one that began before ``since_ns``)."""
     if since_ns is None:
         return partitions, []
     keep = [p for p in partitions if p.last_start_ns is None or p.last_start_ns >= since_ns]
     skipped = [p for p in partitions if p not in keep]
-    return keep, skipped[-STRAGGLER_PARTITIONS:]
+    return keep, skipped[-STRAGGLER_PARTITIONS:] + [p for p in keep if _in_part(p, since_ns)]
+
+
+def _in_part(part: Partition, since_ns: int | None) -> bool:
+    """True when only the traces of ``part`` with a span after ``since_ns`` are read."""
+    return since_ns is not None and part.indexed and (part.first_start_ns or 0) < since_ns
 
 
 def matching_trace_ids(
@@ -145,7 +152,7 @@ def rows_in_trace_order(
         streams = []
         for p in partitions:
             mine, values = list(clauses), list(params)
-            if since_ns is not None and (p.first_start_ns or 0) < since_ns:
+            if _in_part(p, since_ns):
                 mine.append(f"trace_id IN (SELECT trace_id FROM {p.name} WHERE start_ns >= ?)")
                 values.append(since_ns)
             where = " WHERE " + " AND ".join(mine) if mine else ""
@@ -160,10 +167,16 @@ def rows_in_trace_order(
         yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
 
 
-def in_partitions(conn: sqlite3.Connection, partitions: list[Partition], trace_id: str) -> bool:
-    """True when a span of ``trace_id`` is in one of ``partitions`` (by their index)."""
+def in_partitions(
+    conn: sqlite3.Connection, partitions: list[Partition], trace_id: str, before_ns: int
+) -> bool:
+    """True when a span of ``trace_id`` that started before ``before_ns`` is in one of
+    ``partitions`` (by their index by trace id)."""
     return any(
-        conn.execute(f"SELECT 1 FROM {p.name} WHERE trace_id = ? LIMIT 1", (trace_id,)).fetchone()
+        conn.execute(
+            f"SELECT 1 FROM {p.name} WHERE trace_id = ? AND start_ns < ? LIMIT 1",
+            (trace_id, before_ns),
+        ).fetchone()
         is not None
         for p in partitions
     )

@@ -419,13 +419,13 @@ class SpanStore:
     def _whole_after(
         self, rows: list[tuple], since_ns: int | None, skipped: list[Partition]
     ) -> bool:
-        """True when the trace of ``rows`` started at or after ``since_ns`` (none of
-        its spans is in a partition the read skipped)."""
+        """True when the trace of ``rows`` started at or after ``since_ns`` (nor has
+        a span that started before it in a partition not read whole, ``skipped``)."""
         if since_ns is None:
             return True
         if min(r[6] if isinstance(r[6], int) else since_ns for r in rows) < since_ns:
             return False
-        return not in_partitions(self._conn, skipped, rows[0][0])
+        return not in_partitions(self._conn, skipped, rows[0][0], since_ns)
 
     def iter_spans(
         self, since_ns: int | None = None, warnings: Warnings | None = None
