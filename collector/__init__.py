@@ -4,7 +4,8 @@
 Spans that can never be stored are rejected one by one (OTLP partial success); past
 ``max_memory`` held by requests in flight, new requests get 503 with ``Retry-After``.
 Prompt and completion attributes are dropped at ingest unless ``keep_content`` is set.
-docs/collector.md has the whole behaviour.
+A :class:`Retention` (``retention=``) bounds the store by age and size, dropping the
+oldest whole traces first. docs/collector.md has the whole behaviour.
 ``otelcol-config.yaml`` beside this file is the OpenTelemetry Collector configuration
 used by docker-compose.
 """
@@ -18,6 +19,7 @@ from tracer._lazy import exports
 if TYPE_CHECKING:
     from collector.memory import DEFAULT_MAX_MEMORY_BYTES
     from collector.receiver import DEFAULT_MAX_BODY_BYTES, OtlpReceiver
+    from collector.retention import Retention, resolve_retention
     from collector.server import BackgroundCollector, free_port, serve
     from collector.store import SpanStore, default_store_path
     from collector.validate import MAX_VALUE_DEPTH
@@ -30,9 +32,11 @@ _HOME = {
     "DEFAULT_MAX_MEMORY_BYTES": "collector.memory",
     "MAX_VALUE_DEPTH": "collector.validate",
     "OtlpReceiver": "collector.receiver",
+    "Retention": "collector.retention",
     "SpanStore": "collector.store",
     "default_store_path": "collector.store",
     "free_port": "collector.server",
+    "resolve_retention": "collector.retention",
     "serve": "collector.server",
 }
 
@@ -42,9 +46,11 @@ __all__ = [
     "DEFAULT_MAX_MEMORY_BYTES",
     "MAX_VALUE_DEPTH",
     "OtlpReceiver",
+    "Retention",
     "SpanStore",
     "default_store_path",
     "free_port",
+    "resolve_retention",
     "serve",
 ]
 
