@@ -27,6 +27,7 @@ __all__ = [
     "matching_trace_ids",
     "rows_in_trace_order",
     "snapshot",
+    "started_after",
     "trace_id_sample",
     "wanted",
 ]
@@ -208,3 +209,15 @@ def trace_id_sample(conn: sqlite3.Connection, partitions: list[Partition], size:
                 if isinstance(row[0], str)
             )
     return sorted(found)
+
+
+def started_after(
+    conn: sqlite3.Connection, rows: list[tuple], since_ns: int | None, skipped: list[Partition]
+) -> bool:
+    """True when the trace of ``rows`` started at or after ``since_ns``: none of them
+    started before, nor a span of it in ``skipped`` (partitions not read whole)."""
+    if since_ns is None:
+        return True
+    if min(r[6] if isinstance(r[6], int) else since_ns for r in rows) < since_ns:
+        return False
+    return not in_partitions(conn, skipped, rows[0][0], since_ns)

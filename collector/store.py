@@ -39,10 +39,10 @@ from collector._events import (
     read_events,
 )
 from collector._read import (
-    in_partitions,
     matching_trace_ids,
     rows_in_trace_order,
     snapshot,
+    started_after,
     trace_id_sample,
     wanted,
 )
@@ -150,7 +150,7 @@ class SpanStore:
         self.migration: str | None = None
         self._current: Partition | None = None
         self._current_base_bytes = 0
-        self._last_health: dict[str, object] = {}
+        self._seen: tuple[int, int | None, int] = (0, None, 0)
         try:
             if read_only:
                 self._conn = connect_read_only(self.path)
@@ -337,20 +337,26 @@ class SpanStore:
         return size_of(self.path) + size_of(Path(str(self.path) + "-wal"))
 
     def health(self) -> dict[str, object]:
-        """The store's size, oldest span and what retention removed (for /healthz)."""
-        try:
-            with self._lock, self._reading():
+        """The store's size, oldest span and what retention removed (for /healthz).
+
+        It never waits for the writer (the event loop asks): while a commit or a purge
+        holds the store, the partitions and pages in use are those seen last."""
+        if self._lock.acquire(blocking=False):
+            try:
                 partitions = list_partitions(self._conn)
-                used = self.used_bytes()
-        except sqlite3.ProgrammingError:  # closed: what it held last
-            return dict(self._last_health)
-        starts = [p.first_start_ns for p in partitions if p.first_start_ns is not None]
-        self._last_health = {
+                starts = [p.first_start_ns for p in partitions if p.first_start_ns is not None]
+                self._seen = (len(partitions), min(starts) if starts else None, self.used_bytes())
+            except sqlite3.Error:  # closed, or busy: what it held last
+                pass
+            finally:
+                self._lock.release()
+        count, oldest, used = self._seen
+        return {
             "store_bytes": self.store_bytes(),
             "store_file_bytes": size_of(self.path),
             "store_used_bytes": used,
-            "store_partitions": len(partitions),
-            "store_oldest_span_ns": min(starts) if starts else None,
+            "store_partitions": count,
+            "store_oldest_span_ns": oldest,
             "retention_max_age_s": self.retention.max_age_s,
             "retention_max_bytes": self.retention.max_bytes,
             "retention_spans_removed": self.removed.spans_removed,
@@ -359,7 +365,6 @@ class SpanStore:
             "retention_slowest_removal_s": round(self.removed.slowest_removal_s, 4),
             "store_slowest_index_s": round(self.removed.slowest_seal_s, 4),
         }
-        return dict(self._last_health)
 
     def count(self) -> int:
         """Number of stored spans."""
@@ -403,11 +408,11 @@ class SpanStore:
                     block = list(islice(rows, chunk))
                     for row in block:
                         if current and row[0] != current[0][0]:
-                            if self._whole_after(current, since_ns, skipped):
+                            if started_after(conn, current, since_ns, skipped):
                                 done.append(current)
                             current = []
                         current.append(row)
-                    if not block and current and self._whole_after(current, since_ns, skipped):
+                    if not block and current and started_after(conn, current, since_ns, skipped):
                         done.append(current)
                 yield from done  # outside the lock: the caller may use the store meanwhile
                 if not block:
@@ -415,17 +420,6 @@ class SpanStore:
         finally:
             with lock:
                 context.__exit__(None, None, None)
-
-    def _whole_after(
-        self, rows: list[tuple], since_ns: int | None, skipped: list[Partition]
-    ) -> bool:
-        """True when the trace of ``rows`` started at or after ``since_ns`` (nor has
-        a span that started before it in a partition not read whole, ``skipped``)."""
-        if since_ns is None:
-            return True
-        if min(r[6] if isinstance(r[6], int) else since_ns for r in rows) < since_ns:
-            return False
-        return not in_partitions(self._conn, skipped, rows[0][0], since_ns)
 
     def iter_spans(
         self, since_ns: int | None = None, warnings: Warnings | None = None
