@@ -168,3 +168,22 @@ def test_a_store_reads_the_same_while_retention_drops_what_it_is_reading(tmp_pat
     assert len(seen) == 6 * bodies.spans // SPANS_PER_TRACE  # the snapshot, whole
     assert set(seen.values()) == {SPANS_PER_TRACE}
     assert not left
+
+
+def test_a_trace_split_over_partitions_goes_whole_with_the_oldest(tmp_path):
+    bodies = Bodies(20_000)
+    split = "cd" * 16
+    with SpanStore(tmp_path / "s.db", create=True) as store:
+        store.write_rows(rows_of(bodies.stamp(0)))
+        store.write_rows(rows_of(bodies.stamp(1))[:1])
+        store.maintain(now_ns=2**62)  # closes the first partition
+        store.write_rows(rows_of(bodies.stamp(1))[1:] + rows_of(bodies.stamp(2)))
+        store.maintain(now_ns=2**62 + 10**13)
+        store.write_rows(rows_of(bodies.stamp(3)))
+        store.retention = store.retention.__class__(max_age_s=1.0)
+        store.maintain(now_ns=2**62 + 10**13 + 5 * 10**8)  # only the first is old
+        left = Counter(s.trace_id for s in store.iter_spans())
+    assert store.removed.partitions_removed == 1
+    assert set(left.values()) == {SPANS_PER_TRACE}  # the first trace of batch 1 went whole
+    assert {Bodies.number_of(t) for t in left} == {1, 2, 3}
+    assert len(left) == 3 * bodies.spans // SPANS_PER_TRACE - 1 and split not in left
