@@ -39,6 +39,7 @@ __all__ = [
     "Partition",
     "create_partition",
     "drop_partition",
+    "has_catalog",
     "is_legacy",
     "list_partitions",
     "migrate",
@@ -176,7 +177,8 @@ def create_partition(conn: sqlite3.Connection, now_ns: int | None = None) -> Par
     return Partition(number, name, created, None, None, 0)
 
 
-def _has_catalog(conn: sqlite3.Connection) -> bool:
+def has_catalog(conn: sqlite3.Connection) -> bool:
+    """True when the store of ``conn`` has its catalog of partitions."""
     return (
         conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'partitions'").fetchone() is not None
     )
@@ -228,7 +230,7 @@ def migrate(conn: sqlite3.Connection) -> str | None:
     """Make a store from before partitions one (its table becomes partition 0, indexed);
     returns one line saying what was done, or None when there was nothing to do."""
     if not is_legacy(conn):
-        if not _has_catalog(conn):  # a new, empty store
+        if not has_catalog(conn):  # a new, empty store
             with conn:
                 conn.execute(CATALOG)
             conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")

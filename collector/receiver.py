@@ -31,11 +31,10 @@ names, which GenAI instrumentations record by default) is dropped before a span 
 stored, unless the receiver is made with ``keep_content=True``; /healthz counts the
 attributes dropped.
 
-/healthz also gives the store's size on disk, its oldest span and what retention
-removed (:mod:`collector.retention`), and adds up the spans the senders dropped before sending
-(``spans_dropped_by_senders``): hoptrace's batch processor puts the count of the spans
-it could not send (:data:`tracer.attributes.SPANS_DROPPED`) on the resource of the
-next batch it sends.
+/healthz also gives the store's size, oldest span and what retention removed, and adds
+up the spans the senders dropped before sending (``spans_dropped_by_senders``):
+hoptrace's batch processor puts the count of the spans it could not send
+(:data:`tracer.attributes.SPANS_DROPPED`) on the resource of the next batch it sends.
 """
 
 from __future__ import annotations
@@ -264,8 +263,7 @@ class OtlpReceiver:
                 pass
 
     def health(self) -> dict[str, Any]:
-        """What /healthz answers: counts, the memory held by requests in flight, and
-        the store's size, oldest span and what retention removed.
+        """What /healthz answers: counts, memory in flight, the store's size and retention.
 
         Anyone who reaches the port may ask (no token), so it names no path or setting
         beyond these counts and limits."""

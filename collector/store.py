@@ -9,15 +9,14 @@ A span already committed through this store object (one of the most recent
 ``recent_keys // 2`` to ``recent_keys``; retries and re-sent batches land there) is not
 written again, and the analyzer keeps one span per (trace id, span id) on reading. The
 recent keys are two generations of sets, so a write costs the same per span however
-many spans are stored and however large the group commit. There is no unique index
-on purpose: random trace ids make every batch dirty hundreds of index pages, which cut
-ingest fivefold.
+many spans are stored and however large the group commit (no unique index: random
+trace ids dirty a page per span in every commit).
 
-Spans are kept in time partitions (:mod:`collector.partitions`), each indexed by trace
-id, and dropped whole, oldest first, by the retention (:mod:`collector.retention`,
-applied by :meth:`SpanStore.maintain`). Every read takes one snapshot of the store and
-reads the partitions' indexes in trace-id order (:mod:`collector._read`): a reader
-holds a chunk of rows and one trace, whatever the store's size.
+Spans are kept in time partitions (:mod:`collector.partitions`), indexed by trace id
+once closed and dropped whole, oldest first, by retention (:mod:`collector.retention`,
+applied by :meth:`SpanStore.maintain`). A read takes one snapshot and merges the
+partitions' indexes in trace-id order (:mod:`collector._read`), holding a chunk of
+rows and one trace, whatever the store's size.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from collector.partitions import (
     Partition,
     create_partition,
     drop_partition,
+    has_catalog,
     is_legacy,
     list_partitions,
     migrate,
@@ -86,10 +86,8 @@ __all__ = [
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
 _ROWS_PER_STATEMENT = 256
-#: The writer's page cache, in KiB: it holds the index of the partition being written.
-_CACHE_KIB = 64 * 1024
-#: The write-ahead log is truncated to this after a checkpoint.
-_WAL_LIMIT_BYTES = 1024 * 1024
+#: The write-ahead log is truncated to 1 MiB after a checkpoint.
+_WAL_LIMIT = "journal_size_limit=1048576"
 
 
 class SpanStore:
@@ -156,18 +154,16 @@ class SpanStore:
                 self._conn = connect_read_only(self.path)
             else:
                 self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                self._conn.execute(f"PRAGMA synchronous={synchronous}")
-                self._conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
-                # The log is cut back to this after a checkpoint, not left at its peak.
-                self._conn.execute(f"PRAGMA journal_size_limit={_WAL_LIMIT_BYTES}")
+                # The log is cut back to its limit after a checkpoint, not left at its peak.
+                for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", _WAL_LIMIT):
+                    self._conn.execute(f"PRAGMA {pragma}")
                 if create:
                     self._conn.executescript(EVENTS_SCHEMA)
                 if create or is_legacy(self._conn):
                     self.migration = migrate(self._conn)
             self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
             partitions = list_partitions(self._conn)
-            if not partitions and not self._has_catalog():
+            if not partitions and not has_catalog(self._conn):
                 raise sqlite3.DatabaseError("no spans table")
             self._columns = {
                 p.name: read_columns(self._conn, p.name, read_only) for p in partitions
@@ -187,10 +183,6 @@ class SpanStore:
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
         self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // ROW_FIELDS))
         self._lock = threading.Lock()
-
-    def _has_catalog(self) -> bool:
-        found = self._conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'partitions'")
-        return found.fetchone() is not None
 
     def _probe_write(self) -> None:
         """Raise now, not at the first batch, when the file cannot be written."""
