@@ -417,14 +417,10 @@ class SpanStore:
         self, since_ns: int | None = None, warnings: Warnings | None = None
     ) -> Iterator[Span]:
         """Every stored span (of traces that started at or after ``since_ns``), a trace
-        at a time, in trace-id order.
-
-        Rows are checked as file spans are: a row whose attributes are not JSON, whose
-        ids are empty or whose end is before its start is skipped and counted in
-        ``warnings``, not raised.
-        """
-        for _, span in self.iter_trace_rows(since_ns, warnings):
-            yield span
+        at a time, in trace-id order. Rows are checked as file spans are: a row whose
+        attributes are not JSON, whose ids are empty or whose end is before its start
+        is skipped and counted in ``warnings``, not raised."""
+        return (span for _, span in self.iter_trace_rows(since_ns, warnings))
 
     def _events(self, where: str, params: Iterable[object]) -> Events:
         """The stored events (of the traces ``where`` selects) by span."""
