@@ -146,8 +146,8 @@ def list_partitions(conn: sqlite3.Connection) -> list[Partition]:
     ).fetchall()
     indexed = _trace_indexed(conn)
     return [
-        Partition(*row[:6], runs_known=bool(row[6]), indexed=row[1] in indexed)  # type: ignore[misc]
-        for row in rows
+        Partition(number, name, created, first, last, spans, bool(known), name in indexed)
+        for number, name, created, first, last, spans, known in rows
     ]
 
 
@@ -161,12 +161,12 @@ def _refresh_view(conn: sqlite3.Connection) -> None:
 
 def create_partition(conn: sqlite3.Connection, now_ns: int | None = None) -> Partition:
     """Start a partition after the newest, in a transaction of its own."""
-    last = conn.execute("SELECT MAX(number) FROM partitions").fetchone()[0]
-    number = 1 if last is None else int(last) + 1
-    name = _name(number)
     created = time.time_ns() if now_ns is None else now_ns
     with conn:
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # the next number, as another writer may take one
+        last = conn.execute("SELECT MAX(number) FROM partitions").fetchone()[0]
+        number = 1 if last is None else int(last) + 1
+        name = _name(number)
         for statement in partition_schema(name).split(";\n"):
             conn.execute(statement)
         conn.execute(
@@ -174,7 +174,7 @@ def create_partition(conn: sqlite3.Connection, now_ns: int | None = None) -> Par
             (number, name, created),
         )
         _refresh_view(conn)
-    return Partition(number, name, created, None, None, 0)
+    return Partition(number, name, created, None, None, 0, indexed=False)
 
 
 def has_catalog(conn: sqlite3.Connection) -> bool:
