@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from collector import SpanStore
+from collector import Retention, SpanStore
 from tests.collector.payloads import SPANS_PER_TRACE, Bodies, rows_of
 from tests.conftest import CollectorProcess
 from tests.helpers import eventually, hoptrace
@@ -158,7 +158,7 @@ def test_a_store_reads_the_same_while_retention_drops_what_it_is_reading(tmp_pat
         with SpanStore(path, read_only=True) as reader:
             reading = reader.iter_trace_rows(chunk=50)
             first = [next(reading)[1] for _ in range(10)]
-            writer.retention = writer.retention.__class__(max_age_s=1.0)
+            writer.retention = Retention(max_age_s=1.0)
             writer.maintain(now_ns=2**62 + 10**16)  # everything is old now
             assert writer.removed.partitions_removed >= 5
             rest = [span for _, span in reading]
@@ -180,7 +180,7 @@ def test_a_trace_split_over_partitions_goes_whole_with_the_oldest(tmp_path):
         store.write_rows(rows_of(bodies.stamp(1))[1:] + rows_of(bodies.stamp(2)))
         store.maintain(now_ns=2**62 + 10**13)
         store.write_rows(rows_of(bodies.stamp(3)))
-        store.retention = store.retention.__class__(max_age_s=1.0)
+        store.retention = Retention(max_age_s=1.0)
         store.maintain(now_ns=2**62 + 10**13 + 5 * 10**8)  # only the first is old
         left = Counter(s.trace_id for s in store.iter_spans())
     assert store.removed.partitions_removed == 1
