@@ -3,6 +3,7 @@ options and their environment twins, and what /healthz and /metrics report."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -124,8 +125,6 @@ def test_bad_retention_or_size_is_one_line_and_a_non_zero_exit(tmp_path):
         ([], {"HOPTRACE_RETENTION": "-1d"}, "HOPTRACE_RETENTION must be a duration"),
         ([], {"HOPTRACE_MAX_STORE_SIZE": "0"}, "HOPTRACE_MAX_STORE_SIZE must be larger"),
     ):
-        import os
-
         result = hoptrace(
             "collect", "--port", "1", "--store", str(tmp_path / "s.db"), *args,
             env={**os.environ, **env},
