@@ -177,3 +177,18 @@ def test_reads_from_a_time_and_of_a_run_give_what_reading_everything_would(tmp_p
         assert sorted(s.span_id for s in store.spans_of(ids)) == sorted(
             s.span_id for spans in traces if spans[0].trace_id in ids for s in spans
         )
+
+
+def test_runs_of_a_store_read_a_trace_at_a_time_match_runs_of_its_traces_loaded(tmp_path):
+    from tracer.analysis import load, render
+    from tracer.analysis.runs import list_runs
+
+    path = tmp_path / "s.db"
+    _partitioned_store(path)
+    streamed = hoptrace("runs", str(path), "--format", "json")
+    assert streamed.returncode == 0, streamed.stderr
+    loaded = render.runs_dict(list_runs(load([str(path)])))
+    assert json.loads(streamed.stdout) == json.loads(render.dumps(loaded))
+    assert [r["label"] for r in loaded] == ["bench-2", "bench-1", "bench-0"]  # trace 5 first
+    one = hoptrace("runs", str(path), "--run", "bench-2", "--format", "json")
+    assert [(r["label"], r["traces"]) for r in json.loads(one.stdout)] == [("bench-2", 13)]
