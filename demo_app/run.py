@@ -26,14 +26,20 @@ from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
+from tracer.analysis.answer import Question, answer
 from tracer.analysis.arrival import wait_for_traces
-from tracer.analysis.loadmodel import project_load
-from tracer.analysis.loadrun import load_run
 from tracer.analysis.split import split_traces
 from tracer.analysis.substages import covers
-from tracer.analysis.whatif import with_load
 
-__all__ = ["DEMO_SERVICES", "DemoAnswer", "DemoResult", "Progress", "demo_answer", "run_demo"]
+__all__ = [
+    "DEMO_SERVICES",
+    "DemoAnswer",
+    "DemoResult",
+    "Progress",
+    "demo_answer",
+    "demo_projections",
+    "run_demo",
+]
 
 #: The services every demo trace passes through (the client is the demo process).
 DEMO_SERVICES = ("client", "gateway", "app", "model")
@@ -199,12 +205,17 @@ def run_demo(
     candidate_traces = traces.subset(ids["candidate"])
     base = analyze(baseline_traces)
     cand = analyze(candidate_traces)
-    projection = _under_load(what_if(baseline_traces, attrs.INFERENCE, speedup), baseline_traces)
-    phases = tuple(
-        what_if(baseline_traces, phase, speedup)
-        for phase in (attrs.INFERENCE_PREFILL, attrs.INFERENCE_DECODE)
-        if any(g.name == phase for g in base.groups)
+    projection, *rest = demo_projections(
+        baseline_traces,
+        speedup,
+        [attrs.INFERENCE]
+        + [
+            phase
+            for phase in (attrs.INFERENCE_PREFILL, attrs.INFERENCE_DECODE)
+            if any(g.name == phase for g in base.groups)
+        ],
     )
+    phases = tuple(rest)
     return DemoResult(
         demo_id=demo_id,
         profile=profile,
@@ -226,18 +237,11 @@ def run_demo(
     )
 
 
-def _under_load(projection: WhatIf, traces: TraceSet) -> WhatIf:
-    """The projection through the baseline run's load (docs/whatif.md) when the run
-    carried load, as ``hoptrace whatif`` would choose; else as retimed."""
-    try:
-        run = load_run(traces)
-    except HoptraceError:
-        return projection
-    if not run.loaded:
-        return projection
-    projected = project_load(run, projection.stage, projection.speedup)
-    reason = f"the baseline's load simulated: {projected.arrivals}"
-    return with_load(projection, projected, reason)
+def demo_projections(traces: TraceSet, speedup: float, stages: list[str]) -> list[WhatIf]:
+    """Each stage ``speedup`` times faster, projected from the baseline's traces and
+    answered as ``hoptrace whatif`` answers it (:func:`tracer.analysis.answer.answer`:
+    the same model for the whole model and each part of it)."""
+    return [answer(what_if(traces, stage, speedup), lambda: traces, Question()) for stage in stages]
 
 
 def _tiers(traces: TraceSet) -> dict[str, int]:

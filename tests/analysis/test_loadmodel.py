@@ -12,6 +12,7 @@ from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.loadmodel import project_load
 from tracer.analysis.loadrun import load_run
+from tracer.analysis.scenario import Faster
 from tracer.analysis.slo import parse_slo
 from tracer.analysis.synthetic import to_otlp_json
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
@@ -64,11 +65,14 @@ def test_a_faster_engine_drains_the_queue_its_slots_made():
     assert run.clients == 8 and run.pools == {"engine": 2} and run.loaded
     # Decode 10x faster: the slots are held 28 ms, not 100; 2 slots answer 71.4/s, so
     # 8 clients see 8 / 71.4 = 112 ms. Retiming each trace alone keeps the 300 ms wait.
-    projected = project_load(run, "inference.decode", 10.0)
+    projected = project_load(run, Faster("inference.decode", 10.0))
     assert projected.before.p50 == pytest.approx(400.0)
     assert projected.simulated_before.mean == pytest.approx(400.0, rel=0.01)
     assert projected.after.p50 == pytest.approx(112.0, rel=0.02)
-    assert projected.throughput_after_per_s == pytest.approx(71.4, rel=0.03)
+    # Throughput over the run's measured window: 48 requests from the first start to
+    # the last end (47 x 50 + 400 ms), 17.5/s; after, that times 71.4 / 20.
+    assert projected.throughput_before_per_s == pytest.approx(48 / 2.75)
+    assert projected.throughput_after_per_s == pytest.approx(48 / 2.75 * 71.4 / 20, rel=0.03)
     assert projected.bottleneck == "engine"
     assert projected.ttft_before is not None and projected.ttft_after is not None
     # The first token waits for a slot too: 112 - 28 = 84 ms after, then 20 ms of
@@ -84,12 +88,12 @@ def test_a_pool_of_unknown_size_keeps_its_waits_and_says_so():
         del spans[1].attributes[attrs.POOL_SIZE]
     run = load_run(_traceset(traces))
     assert run.pools == {} and run.unsized == ("engine",)
-    projected = project_load(run, "inference.decode", 10.0)
+    projected = project_load(run, Faster("inference.decode", 10.0))
     assert projected.after.p50 == pytest.approx(400.0 - 72.0, rel=0.01)
     assert any("--capacity engine=N" in note for note in projected.notes)
     # Given the size, it drains again.
     sized = load_run(_traceset(traces), capacity={"engine": 2})
-    assert project_load(sized, "inference.decode", 10.0).after.p50 == pytest.approx(112, rel=0.02)
+    assert project_load(sized, Faster("inference.decode", 10.0)).after.p50 == pytest.approx(112, rel=0.02)
 
 
 @pytest.fixture
@@ -118,7 +122,7 @@ def test_whatif_picks_the_load_model_for_a_loaded_run_and_says_why(files):
     out = orjson.loads(proc.stdout)
     assert out["model"] == "load" and out["bottleneck"]["resource"] == "engine"
     assert out["after_ms"]["p50"] == pytest.approx(112, rel=0.02)
-    assert out["throughput_per_s"]["after"] == pytest.approx(71.4, rel=0.03)
+    assert out["throughput_per_s"]["after"] == pytest.approx(48 / 2.75 * 71.4 / 20, rel=0.03)
     retimed = orjson.loads(hoptrace("whatif", str(loaded), *args, "--model", "retime").stdout)
     assert retimed["model"] == "retime"
     assert retimed["after_ms"]["p50"] == pytest.approx(328.0)
@@ -139,12 +143,12 @@ def test_whatif_retimes_a_run_without_load_and_refuses_a_load_model_of_too_few(f
 
 def test_the_slo_is_met_after_the_queue_drains_and_goodput_follows():
     run = load_run(_traceset(_pool_run()))
-    projected = project_load(run, "inference.decode", 10.0, slo=parse_slo("e2e=200ms"))
+    projected = project_load(run, Faster("inference.decode", 10.0), slo=parse_slo("e2e=200ms"))
     # 400 ms before: no request meets 200 ms; 112 ms after: all of them do.
     assert projected.attainment == (0.0, 1.0)
     assert projected.goodput_per_s is not None
     assert projected.goodput_per_s[0] == 0.0
-    assert projected.goodput_per_s[1] == pytest.approx(71.4, rel=0.03)
+    assert projected.goodput_per_s[1] == pytest.approx(48 / 2.75 * 71.4 / 20, rel=0.03)
 
 
 def test_a_bench_sweep_is_projected_level_by_level(tmp_path):

@@ -1,22 +1,26 @@
 """What-if under load (``docs/whatif.md``): a run's own requests
-(:mod:`tracer.analysis.loadrun`) replayed through a simulation of its load
-(:mod:`tracer.analysis.simulate`), once as measured and once with a stage k times
-faster.
+(:mod:`tracer.analysis.loadrun`), each with its dependencies, replayed through a
+simulation of its load (:mod:`tracer.analysis.simulate`), once as measured and once
+with the change (a :class:`~tracer.analysis.scenario.Scenario`).
 
 - **CPU and waiting.** The chain's CPU per request is spread over each request's
   stretches by their length and served by a processor-shared CPU of the chain's cores:
   the more requests run at once, the slower each burst. What is left of a stretch,
   less its CPU at the run's own contention, is waiting time that the load does not
-  change (a sleep, the network, a GPU). The change divides the waiting time of the
-  stretches in stage X (and its sub-stages) by k; the CPU stays, except that CPU per
-  request falls as throughput rises (:data:`CPU_SCALING`).
+  change (a sleep, the network, a GPU). The change multiplies the waiting time of
+  each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
+  per request falls as throughput rises (:data:`CPU_SCALING`).
+- **Arrivals.** A closed loop keeps its clients. An open loop replays the run's own
+  arrival times, over and over for a steady state; a run whose queue grew through it
+  (overloaded, :func:`~tracer.analysis.overload.queue_growth`) had none, and is
+  replayed once as it happened, its own arrivals over its own length.
 - **Calibration.** The run's own contention is not known in advance: the share of
   each stretch that was CPU stretched by contention is found by bisection, so that
   the simulated run as measured has the measured mean end-to-end time.
 
 The projection is the measured percentile times the simulated ratio of after to
 before at that percentile, so that what the model gets wrong about the run as it was
-cancels out.
+cancels out; the projected percentiles are then kept in order (P90 at least P50).
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.loadgraph import Stretch
 from tracer.analysis.loadrun import LoadRun
-from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, Simulated, Step, simulate
+from tracer.analysis.overload import Overload, overload
+from tracer.analysis.scenario import Scenario
+from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 from tracer.analysis.slo import Slo
-from tracer.analysis.substages import covers
 
 __all__ = ["CPU_SCALING", "LoadWhatIf", "project_load", "sweep_knees"]
 
@@ -52,6 +59,8 @@ class LoadWhatIf:
     utilization_after: dict[str, float]
     arrivals: str
     notes: tuple[str, ...] = field(default=())
+    #: the run was overloaded (its queue grew through it) and was replayed as it happened
+    overloaded: Overload | None = None
     #: with an SLO: its limits (ms), the share of requests meeting it and the goodput
     #: (requests/s meeting it), before (measured) and after (projected)
     slo_limits_ms: tuple[tuple[str, float], ...] = ()
@@ -66,60 +75,94 @@ CPU_SCALING = 0.2
 
 def _steps(
     run: LoadRun,
-    stage: str | None,
-    speedup: float,
+    scenario: Scenario | None,
     stretch: float,
     cpu_ns: float | None = None,
-) -> list[list[Step]]:
+) -> list[Graph]:
     """Simulation steps of every template: CPU at ``stretch`` taken out of each stretch,
-    ``stage`` (with its sub-stages) ``speedup`` times faster; ``cpu_ns`` per request
-    (default: the run's)."""
+    its waiting time multiplied by ``scenario``'s factor for its stage (none: as
+    measured); ``cpu_ns`` per request (default: the run's)."""
     cpu = run.cpu_ns_per_request if cpu_ns is None else cpu_ns
     out = []
     for t in run.templates:
-        steps: list[Step] = []
-        for x in t.items:
-            if isinstance(x, Step):
-                steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
-                continue
-            share = cpu * x.ns / t.busy_ns if cpu and t.busy_ns > 0 else 0.0
-            # At the run's own contention, ``stretch`` times the CPU was spent in it.
-            wait = max(x.ns - share * stretch, 0.0)
-            if stage is not None and covers(stage, x.stage):
-                wait /= speedup
-            if wait > 0:
-                steps.append(Step(DELAY, wait))
-            if share > 0:
-                steps.append(Step(CPU, share))
-        out.append(steps)
+        nodes = []
+        for items in t.nodes:
+            steps: list[Step] = []
+            for x in items:
+                if not isinstance(x, Stretch):
+                    steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
+                    continue
+                share = cpu * x.ns / t.busy_ns if cpu and t.busy_ns > 0 else 0.0
+                # At the run's own contention, ``stretch`` times the CPU was spent in it.
+                wait = max(x.ns - share * stretch, 0.0)
+                if scenario is not None:
+                    wait *= scenario.factor(x.stage)
+                if wait > 0:
+                    steps.append(Step(DELAY, wait))
+                if share > 0:
+                    steps.append(Step(CPU, share))
+            nodes.append(tuple(steps))
+        out.append(Graph(tuple(nodes), t.after))
     return out
 
 
-def _run(run: LoadRun, steps: list[list[Step]], requests: int, seed: int) -> Simulated:
-    warmup = max(2 * (run.clients or 1), 50)
+def _run(
+    run: LoadRun, graphs: list[Graph], requests: int, seed: int, jam: Overload | None
+) -> Simulated:
+    """The simulated run: a closed loop of its clients; an open loop of its own
+    arrivals, again and again; or, overloaded, its own arrivals once."""
+    cores, pools = run.cores or 1.0, run.pools
+    if run.clients:
+        warmup = max(2 * run.clients, 50)
+        return simulate(
+            graphs,
+            cores=cores,
+            pools=pools,
+            clients=run.clients,
+            requests=requests,
+            warmup=warmup,
+            seed=seed,
+        )
+    order = sorted(range(len(run.starts_s)), key=lambda i: run.starts_s[i])
+    if jam is not None:
+        schedule = [(run.starts_s[i] * 1e9, i) for i in order]
+        return simulate(
+            graphs, cores=cores, pools=pools, schedule=schedule, requests=len(schedule), warmup=0
+        )
+    warmup = max(len(order) // 4, 50)
+    span = run.arrival_span_s * 1e9
+    wrap = span / max(len(order) - 1, 1)  # a mean gap between one pass and the next
+    schedule = []
+    lap = 0.0
+    while len(schedule) < requests + warmup:
+        for i in order:
+            schedule.append((lap + run.starts_s[i] * 1e9, i))
+        lap += span + wrap
     return simulate(
-        steps,
-        cores=run.cores or 1.0,
-        pools=run.pools,
-        clients=run.clients,
-        arrival_per_s=None if run.clients else run.arrival_per_s,
+        graphs,
+        cores=cores,
+        pools=pools,
+        schedule=schedule[: requests + warmup],
         requests=requests,
         warmup=warmup,
-        seed=seed,
     )
 
 
 def project_load(
     run: LoadRun,
-    stage: str,
-    speedup: float,
+    scenario: Scenario,
     *,
     slo: Slo | None = None,
     requests: int = 3000,
     seed: int = 1,
 ) -> LoadWhatIf:
-    """``stage`` ``speedup`` times faster, projected through the run's load; with
-    ``slo`` (``ttft`` and ``e2e`` limits), its attainment and goodput before and after."""
+    """``scenario`` projected through the run's load; with ``slo`` (``ttft`` and ``e2e``
+    limits), its attainment and goodput before and after.
+
+    Raises:
+        ConfigError: the run was overloaded, and the simulation of it as it was does
+            not reproduce its queue (its traces do not name what ran out).
+    """
     notes: list[str] = []
     if run.cores is None:
         notes.append(
@@ -131,28 +174,35 @@ def project_load(
             f"pool {pool!r} has no size in the traces: its waits are kept as measured "
             f"(give --capacity {pool}=N)"
         )
+    jam = overload(run)
     measured = float(np.mean(run.e2e_ms))
     lo, hi = 1.0, 1.0
     stretch = 1.0
+    half = requests // 2
     if run.cpu_ns_per_request and run.cores:
         # The run's own CPU stretch: the simulated run as measured matches its mean.
         hi = 64.0
         for _ in range(14):
             mid = (lo + hi) / 2
-            got = np.mean(_run(run, _steps(run, None, 1.0, mid), requests // 2, seed).e2e_ns) / _MS
+            got = np.mean(_run(run, _steps(run, None, mid), half, seed, jam).e2e_ns) / _MS
             if got > measured:
                 lo = mid
             else:
                 hi = mid
         stretch = (lo + hi) / 2
-    base = _run(run, _steps(run, None, 1.0, stretch), requests, seed)
-    after = _run(run, _steps(run, stage, speedup, stretch), requests, seed)
+    base = _run(run, _steps(run, None, stretch), requests, seed, jam)
+    if jam is not None and float(np.mean(base.e2e_ns)) / _MS < 0.5 * measured:
+        raise ConfigError(
+            f"the run was overloaded ({jam.describe()}) and its traces do not say what ran "
+            "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
+        )
+    after = _run(run, _steps(run, scenario, stretch), requests, seed, jam)
     if run.cpu_ns_per_request and run.cores and CPU_SCALING:
         # The CPU per request at the throughput the change reaches (a fixed point).
         for _ in range(4):
             ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
             cpu = run.cpu_ns_per_request * ratio**-CPU_SCALING
-            after = _run(run, _steps(run, stage, speedup, stretch, cpu), requests, seed)
+            after = _run(run, _steps(run, scenario, stretch, cpu), requests, seed, jam)
     base_ms = np.array(base.e2e_ns) / _MS
     after_ms = np.array(after.e2e_ns) / _MS
     before = stats(run.e2e_ms)
@@ -170,11 +220,12 @@ def project_load(
     if run.cores is None:
         util.pop("cpu", None)
     bottleneck = max(util, key=lambda k: util[k]) if util else "none"
-    arrivals = (
-        f"a closed loop of {run.clients} clients"
-        if run.clients
-        else f"an open loop of {run.arrival_per_s:.1f} requests/s"
-    )
+    if run.clients:
+        arrivals = f"a closed loop of {run.clients} clients"
+    elif jam is not None:
+        arrivals = f"the run's own arrivals replayed once, as it happened ({jam.describe()})"
+    else:
+        arrivals = f"an open loop of the run's own arrivals ({run.arrival_per_s:.1f} requests/s)"
     limits: tuple[tuple[str, float], ...] = ()
     attainment = goodput = None
     if slo is not None:
@@ -218,6 +269,7 @@ def project_load(
         utilization_after=util,
         arrivals=arrivals,
         notes=tuple(notes),
+        overloaded=jam,
     )
 
 
@@ -248,14 +300,21 @@ def _scaled(measured: Stats, sim_before: Stats, sim_after: Stats) -> Stats:
         b = getattr(sim_before, key)
         return getattr(sim_after, key) / b if b > 0 else 1.0
 
+    # Each percentile moves by its own ratio; kept in order (a queue that drains can
+    # shrink the P90 more than the P50, never below it).
+    low, p50, p90, p99, high = (
+        getattr(measured, k) * ratio(k) for k in ("min", "p50", "p90", "p99", "max")
+    )
+    p90 = max(p90, p50)
+    p99 = max(p99, p90)
     return Stats(
         n=measured.n,
         mean=measured.mean * ratio("mean"),
-        p50=measured.p50 * ratio("p50"),
-        p90=measured.p90 * ratio("p90"),
-        p99=measured.p99 * ratio("p99"),
-        min=measured.min * ratio("min"),
-        max=measured.max * ratio("max"),
+        p50=p50,
+        p90=p90,
+        p99=p99,
+        min=min(low, p50),
+        max=max(high, p99),
     )
 
 

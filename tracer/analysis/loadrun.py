@@ -1,38 +1,32 @@
-"""What a run's traces say about its load (``docs/whatif.md``): its requests as lists
-of steps along their critical paths, how they arrived, the pools and the CPU.
+"""What a run's traces say about its load (``docs/whatif.md``): its requests as graphs
+of their dependencies, how they arrived, the pools and the CPU.
 
-Each trace becomes a list of steps along its critical path
-(:func:`~tracer.analysis.dependencies.critical_sections`), in time order:
-
-- **Pools.** A wait for a slot of a finite pool is not kept as time: it becomes a
-  request for a slot, held to the end of the span that waited, so queues fill and
-  drain with the load. A wait is a ``X.queue`` sub-stage (an engine's
-  ``gen_ai.latency.time_in_queue``), or the ``hoptrace.pool.wait_ns`` of a span that
-  records its pool (then taken out of the span's first stretch of own time, after its
-  first child, that can hold it). A pool's size is its spans' ``hoptrace.pool.size``,
-  or ``--capacity``; a pool of unknown size keeps its waits as measured.
+Each trace becomes a graph of stretches of own time and pool steps
+(:mod:`tracer.analysis.loadgraph`): parallel branches stay parallel, and a wait for a
+slot of a finite pool becomes a request for a slot, so queues fill and drain with the
+load. A pool's size is its spans' ``hoptrace.pool.size``, or ``--capacity``; a pool
+of unknown size keeps its waits as measured.
 - **CPU.** The chain's CPU per request: each process's cumulative CPU
   (``hoptrace.process.cpu_total_ns`` by ``service.instance.id``, the bench client's
   included) over the run, over the requests answered; the cores the chain shares: the
   bench's ``hoptrace.host.cpus``, less what else kept the host busy
   (``hoptrace.host.cpu_busy_ns``). Both can be given instead.
-- **Arrivals.** A bench run (``hoptrace.bench.concurrency``) is a closed loop of that
-  many clients; any other run an open loop at its measured rate.
+- **Arrivals.** A closed-loop bench run (``hoptrace.bench.concurrency``) is a closed
+  loop of that many clients; any other run (an open-loop bench, ``hoptrace bench
+  --rate``; traffic from clients hoptrace did not instrument, whose traces start at
+  the gateway's server span) is an open loop, whose arrivals are the run's own start
+  times.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
-from tracer.analysis.breakdown import client_first_token
-from tracer.analysis.critical_path import trace_dependencies
-from tracer.analysis.dependencies import critical_sections
-from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
-from tracer.analysis.simulate import ACQUIRE, MARK, RELEASE, Step
+from tracer.analysis.loadgraph import Stretch, Template, keep_unsized, template
+from tracer.analysis.prepare import StageMap, prepare
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
@@ -50,26 +44,9 @@ __all__ = [
 MIN_REQUESTS = 20
 #: More traces than this are more than one run: the load model asks for one.
 MAX_REQUESTS = 20_000
-_QUEUE = ".queue"
 #: The ``hoptrace.run`` of a bench level's warm-up ends so.
 WARMUP_SUFFIX = "-warmup"
 _MS = 1e6
-
-
-@dataclass(frozen=True)
-class Stretch:
-    """One stretch of a request's critical path: its stage and length (ns)."""
-
-    stage: str
-    ns: float
-
-
-@dataclass(frozen=True)
-class Template:
-    """A request's critical path: stretches, pool steps and its first-token mark."""
-
-    items: tuple[Stretch | Step, ...]
-    busy_ns: float  # the stretches' total (what the CPU demand is spread over)
 
 
 @dataclass(frozen=True)
@@ -82,10 +59,11 @@ class LoadRun:
     ttft_ms: tuple[float, ...]
     #: each request's time to first token, aligned with ``e2e_ms`` (None: no mark)
     ttft_each: tuple[float | None, ...]
+    #: each request's start, seconds after the run's first (aligned with ``templates``)
+    starts_s: tuple[float, ...]
     window_s: float
     answers_s: float
     clients: int | None
-    arrival_per_s: float | None
     cores: float | None
     cpu_ns_per_request: float | None
     pools: dict[str, int]
@@ -94,17 +72,25 @@ class LoadRun:
 
     @property
     def throughput_per_s(self) -> float:
-        """Requests answered per second over the run: the answers after the first, over
-        the time from the first to the last (the ramp of a run's start left out)."""
-        return (len(self.e2e_ms) - 1) / self.answers_s if self.answers_s > 0 else 0.0
+        """Requests answered per second over the run's measured window (from the first
+        request's start to the last one's end), as ``hoptrace runs`` has it."""
+        return len(self.e2e_ms) / self.window_s if self.window_s > 0 else 0.0
+
+    @property
+    def arrival_span_s(self) -> float:
+        """Seconds from the first request's start to the last one's."""
+        return max(self.starts_s) - min(self.starts_s) if self.starts_s else 0.0
+
+    @property
+    def arrival_per_s(self) -> float:
+        """Requests sent per second while they were being sent (an open loop's rate)."""
+        span = self.arrival_span_s
+        return (len(self.starts_s) - 1) / span if span > 0 else float("inf")
 
     @property
     def loaded(self) -> bool:
         """Whether the run carries load: requests overlapped in time, or waited."""
-        waited = any(
-            isinstance(x, Step) and x.kind == ACQUIRE for t in self.templates for x in t.items
-        )
-        return self.in_flight > 1.5 or waited
+        return self.in_flight > 1.5 or any(t.waited for t in self.templates)
 
 
 def bench_levels(traceset: TraceSet) -> dict[str, TraceSet]:
@@ -159,15 +145,16 @@ def load_run(
             concurrency[level] += 1
         if isinstance(a.get(attrs.HOST_CPU_BUSY), int):
             busy.append((trace.end[trace.root], a[attrs.HOST_CPU_BUSY]))
-        if isinstance(a.get(attrs.HOST_CPUS), int | float) and a[attrs.HOST_CPUS] > 0:
-            host_cores.append(float(a[attrs.HOST_CPUS]))
         for s in trace.spans:
+            cpus = s.attributes.get(attrs.HOST_CPUS) if s.attributes else None
+            if isinstance(cpus, int | float) and not isinstance(cpus, bool) and cpus > 0:
+                host_cores.append(float(cpus))
             total = s.attributes.get(attrs.PROCESS_CPU_TOTAL_NS) if s.attributes else None
             if isinstance(total, int):
                 instance = str(s.attributes.get(attrs.SERVICE_INSTANCE_ID, s.service))
                 process.setdefault(instance, []).append((s.end_ns, total))
-        template, first = _template(trace, sizes, seen_pools)
-        templates.append(template)
+        graph, first = template(trace, sizes, seen_pools)
+        templates.append(graph)
         start, end = trace.start[trace.root], trace.end[trace.root]
         starts.append(start)
         ends.append(end)
@@ -185,7 +172,8 @@ def load_run(
     window_s = (max(ends) - min(starts)) / 1e9
     clients = concurrency.most_common(1)[0][0] if concurrency else None
     answers_s = (max(ends) - min(ends)) / 1e9
-    throughput = (len(e2e) - 1) / answers_s if answers_s > 0 else 0.0
+    # The CPU is measured between spans' ends: over the answers' rate in that time.
+    answer_rate = (len(e2e) - 1) / answers_s if answers_s > 0 else 0.0
     # The chain's own processes: each one's CPU over its spans' window, in cores.
     chain_cores = 0.0
     for points in process.values():
@@ -201,8 +189,8 @@ def load_run(
         if elapsed > 0:
             host_busy = max(busy[-1][1] - busy[0][1], 0) / elapsed
     cpu_ns = None if cpu_ms_per_request is None else cpu_ms_per_request * _MS
-    if cpu_ns is None and throughput > 0 and (chain_cores or host_busy):
-        cpu_ns = (chain_cores or host_busy) / throughput * 1e9
+    if cpu_ns is None and answer_rate > 0 and (chain_cores or host_busy):
+        cpu_ns = (chain_cores or host_busy) / answer_rate * 1e9
     if cores is None and host_cores:
         cores = min(host_cores)
         if chain_cores and host_busy > chain_cores:
@@ -211,104 +199,17 @@ def load_run(
             cores = max(cores - (host_busy - chain_cores), cores / 4)
     unsized = tuple(sorted(seen_pools - set(sizes)))
     return LoadRun(
-        templates=tuple(_keep_unsized(t, unsized) for t in templates),
+        templates=tuple(keep_unsized(t, unsized) for t in templates),
         e2e_ms=tuple(e2e),
         ttft_ms=tuple(ttft),
         ttft_each=tuple(ttft_each),
+        starts_s=tuple((x - min(starts)) / 1e9 for x in starts),
         window_s=window_s,
         answers_s=answers_s,
         clients=clients,
-        arrival_per_s=None
-        if clients
-        else (len(e2e) - 1) / ((max(starts) - min(starts)) / 1e9 or 1e-9),
         cores=cores if cpu_ns is not None else None,
         cpu_ns_per_request=cpu_ns if cores is not None else None,
         pools={k: v for k, v in sizes.items() if k in seen_pools},
         unsized=unsized,
         in_flight=sum(e2e) / 1000 / window_s if window_s > 0 else 0.0,
     )
-
-
-def _template(
-    trace: PreparedTrace, sizes: dict[str, int], seen: set[str]
-) -> tuple[Template, float | None]:
-    """The steps of one trace, and its time to first token (ns) or None."""
-    deps = trace_dependencies(trace)
-    sections = critical_sections(deps)
-    root = trace.root
-    t0 = trace.start[root]
-    point = client_first_token(trace)
-    if point is not None and not t0 < point:
-        point = None
-    if point is not None:
-        point = min(point, deps.hi[root])
-    # Where each pool's slot is taken: a queue sub-stage, or a span's recorded wait.
-    takes: dict[int, tuple[str, int]] = {}  # span -> (pool, wait ns)
-    for i, s in enumerate(trace.spans):
-        name = s.attributes.get(attrs.POOL_NAME) if s.attributes else None
-        if isinstance(name, str) and name:
-            size = s.attributes.get(attrs.POOL_SIZE)
-            if isinstance(size, int) and size > 0:
-                sizes.setdefault(name, size)
-            wait = s.attributes.get(attrs.POOL_WAIT_NS)
-            takes[i] = (name, wait if isinstance(wait, int) and wait > 0 else 0)
-    queue_owner: dict[int, str] = {}
-    for i, stage in enumerate(trace.stage):
-        if stage.endswith(_QUEUE):
-            owner = trace.parent[i]
-            pool = takes[owner][0] if owner in takes else stage[: -len(_QUEUE)]
-            queue_owner[i] = pool
-            takes.pop(owner, None)  # the queue sub-stage is where it waited
-    items: list[Stretch | Step] = []
-    releases: list[tuple[int, str]] = []  # (time, pool)
-    children_done: dict[int, bool] = {}
-    marked = point is None
-    for i, a, b in sections:
-        for at, pool in sorted(releases):
-            if at <= a:
-                items.append(Step(RELEASE, pool=pool))
-        releases = [(at, pool) for at, pool in releases if at > a]
-        if i in queue_owner:
-            pool = queue_owner[i]
-            seen.add(pool)
-            items.append(Step(ACQUIRE, ns=float(b - a), pool=pool))
-            releases.append((deps.hi[trace.parent[i]], pool))
-            continue
-        stage = trace.stage[i]
-        if i in takes and (children_done.get(i) or not deps.kids[i]) and b - a >= takes[i][1]:
-            pool, wait = takes.pop(i)
-            seen.add(pool)
-            items.append(Step(ACQUIRE, ns=float(wait), pool=pool))
-            releases.append((deps.hi[i], pool))
-            a += wait
-        if not marked and point is not None and a < point <= b:
-            if point > a:
-                items.append(Stretch(stage, float(point - a)))
-            items.append(Step(MARK))
-            marked = True
-            a = point
-        if b > a:
-            items.append(Stretch(stage, float(b - a)))
-        p = trace.parent[i]
-        if p >= 0:
-            children_done[p] = True
-    for _, pool in sorted(releases):
-        items.append(Step(RELEASE, pool=pool))
-    if not marked:
-        items.append(Step(MARK))
-    busy = sum(x.ns for x in items if isinstance(x, Stretch))
-    return Template(tuple(items), busy), None if point is None else float(point - t0)
-
-
-def _keep_unsized(template: Template, unsized: Sequence[str]) -> Template:
-    """A pool of unknown size keeps its waits as measured (as time, not a queue)."""
-    if not unsized:
-        return template
-    items: list[Stretch | Step] = []
-    for x in template.items:
-        if isinstance(x, Step) and x.pool in unsized:
-            if x.kind == ACQUIRE and x.ns > 0:
-                items.append(Stretch(x.pool + _QUEUE, x.ns))
-            continue
-        items.append(x)
-    return Template(tuple(items), template.busy_ns)

@@ -2,13 +2,15 @@
 (``docs/whatif.md``).
 
 What it models: clients that each send their next request when the last one is
-answered (a closed loop of N clients, as ``hoptrace bench`` runs them) or requests
-arriving at a rate (an open loop, Poisson); one host CPU of C cores shared by every
-process of the chain, served by processor sharing (n busy requests each get
+answered (a closed loop of N clients, as ``hoptrace bench`` runs them), requests
+arriving at a rate (an open loop, Poisson), or requests arriving at given times (an
+open loop replayed: a run's own arrivals); one host CPU of C cores shared by every
+process of the chain, served by processor sharing (n busy bursts each get
 min(1, C/n) of a core); and pools served first come, first served (a gateway's
-workers, an engine's slots). Each request follows its own list of steps: wait a
-fixed time, use the CPU for some time, take a slot of a pool, give it back, or mark
-its first token.
+workers, an engine's slots). Each request follows its own steps: wait a fixed time,
+use the CPU for some time, take a slot of a pool, give it back, or mark its first
+token. A request's steps are a list, or a :class:`Graph` of lists that run in
+parallel where the request's dependencies let them (a fan-out and its join).
 
 Our own and small (about 200 lines) rather than SimPy: processor sharing needs the
 completion of every running burst recomputed whenever one starts or ends, which a
@@ -23,7 +25,17 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ACQUIRE", "CPU", "DELAY", "MARK", "RELEASE", "Simulated", "Step", "simulate"]
+__all__ = [
+    "ACQUIRE",
+    "CPU",
+    "DELAY",
+    "MARK",
+    "RELEASE",
+    "Graph",
+    "Simulated",
+    "Step",
+    "simulate",
+]
 
 DELAY, CPU, ACQUIRE, RELEASE, MARK = "delay", "cpu", "acquire", "release", "mark"
 
@@ -36,6 +48,23 @@ class Step:
     kind: str
     ns: float = 0.0
     pool: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """A request whose steps run in parallel where its dependencies let them: node
+    ``i`` runs ``nodes[i]`` once every node of ``after[i]`` has finished (node 0
+    waits for none: the request's start); the request ends when every node has."""
+
+    nodes: tuple[tuple[Step, ...], ...]
+    after: tuple[tuple[int, ...], ...]
+
+    def __post_init__(self) -> None:
+        if not self.nodes or len(self.nodes) != len(self.after):
+            raise ValueError("a graph needs one 'after' per node, and at least one node")
+        for i, before in enumerate(self.after):
+            if any(not 0 <= j < i for j in before) or (i > 0 and not before):
+                raise ValueError(f"node {i} must wait for earlier nodes, and only node 0 for none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +82,49 @@ class Simulated:
     utilization: dict[str, float]
 
 
-class _Request:
-    __slots__ = ("steps", "at", "started", "first", "client")
+class _Plan:
+    """A template made ready to run: its nodes, who follows each, and how many each
+    waits for."""
 
-    def __init__(self, steps: Sequence[Step], started: float, client: int) -> None:
-        self.steps = steps
-        self.at = 0
+    __slots__ = ("nodes", "follow", "waits")
+
+    def __init__(self, template: Sequence[Step] | Graph) -> None:
+        graph = template if isinstance(template, Graph) else Graph((tuple(template),), ((),))
+        self.nodes = graph.nodes
+        follow: list[list[int]] = [[] for _ in graph.nodes]
+        for i, before in enumerate(graph.after):
+            for j in before:
+                follow[j].append(i)
+        self.follow = tuple(tuple(f) for f in follow)
+        self.waits = tuple(len(before) for before in graph.after)
+
+
+class _Request:
+    __slots__ = ("plan", "waits", "left", "started", "first", "client")
+
+    def __init__(self, plan: _Plan, started: float, client: int) -> None:
+        self.plan = plan
+        self.waits = list(plan.waits)
+        self.left = len(plan.nodes)
         self.started = started
         self.first: float | None = None
         self.client = client
 
 
+class _Thread:
+    """One node of a request on its way through its steps."""
+
+    __slots__ = ("request", "steps", "node", "at")
+
+    def __init__(self, request: _Request, node: int) -> None:
+        self.request = request
+        self.node = node
+        self.steps = request.plan.nodes[node]
+        self.at = 0
+
+
 class _Sim:
-    """The event loop: a heap of (time, order, request), the CPU's running bursts and
+    """The event loop: a heap of (time, order, thread), the CPU's running bursts and
     the pools' holders and queues."""
 
     def __init__(self, cores: float, pools: dict[str, int]) -> None:
@@ -76,22 +135,22 @@ class _Sim:
                 raise ValueError(f"pool {name!r} must have at least one slot, got {size!r}")
         self.now = 0.0
         self.cores = float(cores)
-        self.heap: list[tuple[float, int, int, _Request | None]] = []
+        self.heap: list[tuple[float, int, int, _Thread | None]] = []
         self.order = 0
         # CPU: running bursts' remaining work, when they were last brought up to date
-        self.running: dict[_Request, float] = {}
+        self.running: dict[_Thread, float] = {}
         self.updated = 0.0
         self.version = 0
         self.cpu_busy = 0.0  # core-ns used
         self.size = dict(pools)
         self.held = {name: 0 for name in pools}
-        self.queue: dict[str, deque[_Request]] = {name: deque() for name in pools}
+        self.queue: dict[str, deque[_Thread]] = {name: deque() for name in pools}
         self.pool_busy = {name: 0.0 for name in pools}
         self.pool_updated = {name: 0.0 for name in pools}
 
-    def at(self, time: float, request: _Request | None, version: int = -1) -> None:
+    def at(self, time: float, thread: _Thread | None, version: int = -1) -> None:
         self.order += 1
-        heapq.heappush(self.heap, (time, self.order, version, request))
+        heapq.heappush(self.heap, (time, self.order, version, thread))
 
     # -- the CPU, processor sharing -------------------------------------------------
     def _rate(self) -> float:
@@ -112,12 +171,12 @@ class _Sim:
             shortest = min(self.running.values())
             self.at(self.now + max(shortest, 0.0) / self._rate(), None, self.version)
 
-    def cpu(self, request: _Request, ns: float) -> None:
+    def cpu(self, thread: _Thread, ns: float) -> None:
         self._catch_up()
-        self.running[request] = ns
+        self.running[thread] = ns
         self._reschedule()
 
-    def cpu_tick(self) -> list[_Request]:
+    def cpu_tick(self) -> list[_Thread]:
         self._catch_up()
         # Done within a nanosecond: floats of a clock in ns cannot step finer.
         done = [r for r, left in self.running.items() if left <= 1.0]
@@ -131,14 +190,14 @@ class _Sim:
         self.pool_busy[name] += (self.now - self.pool_updated[name]) * self.held[name]
         self.pool_updated[name] = self.now
 
-    def acquire(self, name: str, request: _Request) -> bool:
+    def acquire(self, name: str, thread: _Thread) -> bool:
         if name not in self.size:
             return True  # a pool of unknown size: no limit
         self._pool_catch_up(name)
         if self.held[name] < self.size[name]:
             self.held[name] += 1
             return True
-        self.queue[name].append(request)
+        self.queue[name].append(thread)
         return False
 
     def release(self, name: str) -> None:
@@ -151,62 +210,85 @@ class _Sim:
         else:
             self.held[name] -= 1
 
+    def restart_window(self) -> None:
+        """Busy time counted anew: the measured window starts now."""
+        self._catch_up()
+        self.cpu_busy = 0.0
+        for name in self.pool_busy:
+            self._pool_catch_up(name)
+            self.pool_busy[name] = 0.0
+
 
 def simulate(
-    templates: Sequence[Sequence[Step]],
+    templates: Sequence[Sequence[Step] | Graph],
     *,
     cores: float,
     pools: dict[str, int] | None = None,
     clients: int | None = None,
     arrival_per_s: float | None = None,
+    schedule: Sequence[tuple[float, int]] | None = None,
     requests: int = 2000,
     warmup: int = 200,
     seed: int = 1,
 ) -> Simulated:
-    """Run ``requests`` requests after ``warmup`` (not measured), each following a
-    template picked at random, through a closed loop of ``clients`` or an open loop
-    of ``arrival_per_s`` requests a second (exactly one of the two).
+    """Run ``requests`` requests after ``warmup`` (not measured), through a closed loop
+    of ``clients``, an open loop of ``arrival_per_s`` requests a second (each following
+    a template picked at random), or ``schedule``: (arrival time in ns, template index)
+    of every request in time order, replayed as given (``requests`` + ``warmup`` is
+    then its length). Exactly one of the three.
 
     Raises:
-        ValueError: no templates, both or neither of ``clients`` and
-            ``arrival_per_s``, or a non-positive size.
+        ValueError: no templates, not exactly one of ``clients``, ``arrival_per_s``
+            and ``schedule``, a schedule of the wrong length, a bad graph or a
+            non-positive size.
     """
     if not templates:
         raise ValueError("simulate needs at least one request template")
-    if (clients is None) == (arrival_per_s is None):
-        raise ValueError("give exactly one of clients (closed loop) and arrival_per_s")
+    if sum(x is not None for x in (clients, arrival_per_s, schedule)) != 1:
+        raise ValueError("give exactly one of clients (closed loop), arrival_per_s and schedule")
     if clients is not None and clients < 1:
         raise ValueError(f"clients must be at least 1, got {clients!r}")
     if arrival_per_s is not None and not arrival_per_s > 0:
         raise ValueError(f"arrival_per_s must be positive, got {arrival_per_s!r}")
+    total = requests + warmup
+    if schedule is not None and len(schedule) != total:
+        raise ValueError(f"the schedule holds {len(schedule)} arrivals, not {total}")
+    plans = [_Plan(t) for t in templates]
     rng = random.Random(seed)
     sim = _Sim(cores, pools or {})
-    total = requests + warmup
     sent = 0
     e2e: list[float] = []
     ttft: list[float | None] = []
     window_start = 0.0
 
-    def send(client: int) -> None:
+    def send(client: int, which: int | None = None) -> None:
         nonlocal sent
         sent += 1
-        request = _Request(templates[rng.randrange(len(templates))], sim.now, client)
-        sim.at(sim.now, request)
+        plan = plans[rng.randrange(len(plans)) if which is None else which]
+        sim.at(sim.now, _Thread(_Request(plan, sim.now, client), 0))
 
+    gap = 0.0
     if clients is not None:
         for c in range(min(clients, total)):
             send(c)
+    elif schedule is not None:
+        for time, _ in schedule[:1]:
+            sim.at(time, None, -2)
     else:
         gap = 1e9 / arrival_per_s  # type: ignore[operator]
         send(-1)
         sim.at(sim.now + rng.expovariate(1.0) * gap, None, -2)
     finished = 0
     while sim.heap and finished < total:
-        time, _, version, request = heapq.heappop(sim.heap)
+        time, _, version, thread = heapq.heappop(sim.heap)
         sim.now = time
-        if request is None:
+        if thread is None:
             if version == -2:  # the next open-loop arrival
-                if sent < total:
+                if schedule is not None:
+                    send(-1, schedule[sent][1])
+                    if sent < total:
+                        sim.at(schedule[sent][0], None, -2)
+                elif sent < total:
                     send(-1)
                     sim.at(sim.now + rng.expovariate(1.0) * gap, None, -2)
                 continue
@@ -214,10 +296,12 @@ def simulate(
                 continue  # a CPU completion computed before the bursts changed
             ready = sim.cpu_tick()
         else:
-            ready = [request]
-        for r in ready:
-            while r.at < len(r.steps):
-                step = r.steps[r.at]
+            ready = [thread]
+        while ready:
+            r = ready.pop()
+            steps = r.steps
+            while r.at < len(steps):
+                step = steps[r.at]
                 r.at += 1
                 if step.kind == DELAY:
                     if step.ns > 0:
@@ -233,22 +317,26 @@ def simulate(
                 elif step.kind == RELEASE:
                     sim.release(step.pool)
                 elif step.kind == MARK:
-                    if r.first is None:
-                        r.first = sim.now
+                    if r.request.first is None:
+                        r.request.first = sim.now
             else:
+                request = r.request
+                request.left -= 1
+                for nxt in request.plan.follow[r.node]:
+                    request.waits[nxt] -= 1
+                    if request.waits[nxt] == 0:
+                        ready.append(_Thread(request, nxt))
+                if request.left:
+                    continue
                 finished += 1
                 if finished > warmup:
-                    e2e.append(sim.now - r.started)
-                    ttft.append(None if r.first is None else r.first - r.started)
+                    e2e.append(sim.now - request.started)
+                    ttft.append(None if request.first is None else request.first - request.started)
                 elif finished == warmup:  # the measured window starts: busy time anew
                     window_start = sim.now
-                    sim._catch_up()
-                    sim.cpu_busy = 0.0
-                    for name in sim.pool_busy:
-                        sim._pool_catch_up(name)
-                        sim.pool_busy[name] = 0.0
-                if r.client >= 0 and sent < total:
-                    send(r.client)
+                    sim.restart_window()
+                if request.client >= 0 and sent < total:
+                    send(request.client)
     sim._catch_up()
     for name in sim.pool_busy:
         sim._pool_catch_up(name)

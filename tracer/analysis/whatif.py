@@ -1,8 +1,9 @@
 """What-if: "stage X becomes k times faster" (``docs/analysis.md``, what-if).
 
 Every trace is retimed with its dependencies kept (:mod:`tracer.analysis.dependencies`,
-the model the critical-path walk reads too): the own time of spans in stage X is
-divided by k, everything else keeps its length. A child starts its offset after the
+the model the critical-path walk reads too): the own time of each span is multiplied
+by the scenario's factor for its stage (:mod:`tracer.analysis.scenario`: for stage X
+k times faster, 1/k in X and 1 elsewhere). A child starts its offset after the
 latest new end of the earlier siblings it waited for, else after its parent's start;
 that offset is the parent's own time, so it shrinks only when the parent is in X. A
 span ends its own trailing time after its children's new ends. On a sequential chain
@@ -13,6 +14,7 @@ hidden can become critical.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -28,14 +30,12 @@ from tracer.analysis.dependencies import retime as retime_model
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loadmodel import LoadWhatIf
 from tracer.analysis.prepare import PreparedTrace, StageMap
+from tracer.analysis.scenario import Faster, Scenario
 from tracer.analysis.substages import covers
 from tracer.analysis.traceset import TraceSet
 from tracer.spans.model import Warnings
 
 __all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
-
-#: The smallest speedup asked about: a stage 1000 times slower.
-MIN_SPEEDUP = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,12 +80,12 @@ def retime(trace: PreparedTrace, stage: str, speedup: float) -> tuple[list[float
     Times are nanoseconds relative to the root's start (floats: small numbers keep
     their precision).
     """
-    return retime_model(trace_dependencies(trace), _factors(trace, stage, speedup))
+    return retime_model(trace_dependencies(trace), factors(trace, Faster(stage, speedup)))
 
 
-def _factors(trace: PreparedTrace, stage: str, speedup: float) -> list[float]:
-    """Each span's time factor: 1 / ``speedup`` in ``stage`` (or its sub-stages), else 1."""
-    return [1.0 / speedup if covers(stage, x) else 1.0 for x in trace.stage]
+def factors(trace: PreparedTrace, scenario: Scenario) -> list[float]:
+    """Each span's time factor under ``scenario`` (by its stage)."""
+    return [scenario.factor(x) for x in trace.stage]
 
 
 def what_if(
@@ -122,20 +122,17 @@ class Projection:
     speedup: float
 
     def __post_init__(self) -> None:
-        if not self.speedup > 0:
-            raise ConfigError(f"speedup must be a positive number, got {self.speedup!r}")
-        if self.speedup < MIN_SPEEDUP:
-            # Slower is a fair question (0.5: twice as slow); a thousand times slower is
-            # the most that keeps nanosecond sums far from overflowing into inf.
-            raise ConfigError(
-                f"speedup must be at least {MIN_SPEEDUP} (a stage 1000 times slower), "
-                f"got {self.speedup!r}"
-            )
+        Faster(self.stage, self.speedup)  # checked as the scenario checks it
+
+    @cached_property
+    def scenario(self) -> Scenario:
+        """The change this projection retimes the traces with."""
+        return Faster(self.stage, self.speedup)
 
     def __call__(self, trace: PreparedTrace) -> Projected:
         """The trace's retimed end-to-end time, TTFT and stage times."""
-        stage, speedup = self.stage, self.speedup
-        factor = _factors(trace, stage, speedup)
+        stage = self.stage
+        factor = factors(trace, self.scenario)
         deps = trace_dependencies(trace)
         new_start, new_end = retime_model(deps, factor)
         before: dict[str, int] = {}

@@ -41,6 +41,7 @@ __all__ = [
     "group_by_option",
     "jaeger_option",
     "load_options",
+    "load_question",
     "no_match",
     "parse_prices",
     "positive_count",
@@ -365,92 +366,53 @@ def render_as(
 
 
 def under_load(
-    result: Any,
-    sources: tuple[str, ...],
-    selection: Selection,
-    smap: Any,
-    model: str,
-    capacity: dict[str, float],
-    cores: float | None,
-    cpu_ms: float | None,
-    slo: Any = None,
+    result: Any, sources: tuple[str, ...], selection: Selection, smap: Any, question: Any
 ) -> Any:
-    """The what-if through the load model (``docs/whatif.md``) when ``model`` is
-    ``load``, or ``auto`` and the run carries load; says which on stderr."""
-    from tracer.analysis.loadmodel import project_load
-    from tracer.analysis.loadrun import MAX_REQUESTS, bench_levels, load_run
-    from tracer.analysis.whatif import replace, with_load
+    """The what-if answered as ``question`` asks (:func:`tracer.analysis.answer.answer`,
+    the one place that picks the model: ``docs/whatif.md``); says which model on stderr."""
+    from tracer.analysis.answer import answer
+    from tracer.analysis.loadrun import MAX_REQUESTS
 
-    try:
-        if result.traces > MAX_REQUESTS:
-            raise ConfigError(
-                f"the load model replays one run, and {result.traces:,} traces are more than "
-                f"{MAX_REQUESTS:,}: pick one run with --run"
-            )
-        with busy(sources, "reading the run's traces for the load model") as notices:
-            traces = selection.load(sources, notices)
-        levels = bench_levels(traces)
-        if len(levels) > 1:
-            return _each_level(result, levels, smap, capacity, cores, cpu_ms, slo, sources)
-        run = load_run(traces, smap, capacity=capacity, cores=cores, cpu_ms_per_request=cpu_ms)
-    except HoptraceError as exc:
-        if model == "load":
-            raise
-        reason = f"each trace retimed on its own ({exc})"
-        click.echo(f"model: retime, {reason}", err=True)
-        return replace(result, model_reason=reason)
-    if model == "auto" and not run.loaded:
-        reason = (
-            f"each trace retimed on its own: {run.in_flight:.1f} requests in flight on "
-            "average and no queue waits, so the load does not change with the speed"
-        )
-        click.echo(f"model: retime, {reason}", err=True)
-        return replace(result, model_reason=reason)
+    traces: Any = None
+    failed: HoptraceError | None = None
+    if question.model != "retime" and result.traces <= MAX_REQUESTS:
+        try:
+            with busy(sources, "reading the run's traces for the load model") as notices:
+                traces = selection.load(sources, notices)
+        except HoptraceError as exc:
+            failed = exc  # the answer says so (auto retimes, load fails with it)
+
+    def read() -> Any:
+        if failed is not None:
+            raise failed
+        return traces
+
     with busy(sources, "simulating the run's load before and after"):
-        projected = project_load(run, result.stage, result.speedup, slo=slo)
-    reason = (
-        f"the run's load simulated: {projected.arrivals}, {run.in_flight:.1f} requests "
-        f"in flight on average"
-        + (f", {run.cores:g} cores shared" if run.cores else "")
-        + (f", pools {_pools(run.pools)}" if run.pools else "")
-    )
-    click.echo(f"model: load, {reason}", err=True)
-    return with_load(result, projected, reason)
+        result = answer(result, read, question, smap)
+    click.echo(f"model: {result.model}, {result.model_reason}", err=True)
+    return result
 
 
-def _pools(pools: dict[str, int]) -> str:
-    return ", ".join(f"{name} {size}" for name, size in sorted(pools.items()))
-
-
-def _each_level(
-    result: Any,
-    levels: dict[str, Any],
-    smap: Any,
-    capacity: dict[str, float],
+def load_question(
+    model: str,
+    capacities: tuple[str, ...],
     cores: float | None,
-    cpu_ms: float | None,
-    slo: Any,
-    sources: tuple[str, ...],
+    cpu_per_request_ms: float | None,
+    slo: str | None,
 ) -> Any:
-    """A bench sweep: each level projected through its own load (``levels`` in the
-    JSON); the figures of all levels together stay the retiming's."""
-    from tracer.analysis.loadmodel import project_load, sweep_knees
-    from tracer.analysis.loadrun import load_run
-    from tracer.analysis.whatif import replace
+    """The load options as a :class:`~tracer.analysis.answer.Question` (a bad capacity
+    or SLO fails before any trace is read)."""
+    from tracer.analysis.answer import Question
+    from tracer.analysis.capacity import parse_capacities
+    from tracer.analysis.slo import TRACE_METRICS, parse_slo
 
-    out = []
-    with busy(sources, f"simulating {len(levels)} bench levels before and after"):
-        for label, traces in levels.items():
-            run = load_run(traces, smap, capacity=capacity, cores=cores, cpu_ms_per_request=cpu_ms)
-            projected = project_load(run, result.stage, result.speedup, slo=slo)
-            out.append((label, run.clients or 0, projected))
-    out.sort(key=lambda level: level[1])
-    reason = (
-        f"{len(out)} bench levels: each projected through its own load (levels); "
-        "all of them together retimed trace by trace"
+    return Question(
+        model=model,
+        capacity=parse_capacities(capacities).items,
+        cores=cores,
+        cpu_ms_per_request=cpu_per_request_ms,
+        slo=None if slo is None else parse_slo(slo, "--slo", TRACE_METRICS),
     )
-    click.echo(f"model: load per level, {reason}", err=True)
-    return replace(result, model_reason=reason, load_levels=tuple(out), load_knee=sweep_knees(out))
 
 
 def no_match(query: Any, exc: HoptraceError) -> HoptraceError:

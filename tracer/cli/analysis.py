@@ -17,6 +17,7 @@ from tracer.cli._common import (
     group_by_option,
     jaeger_option,
     load_options,
+    load_question,
     no_match,
     parse_prices,
     price_option,
@@ -219,13 +220,11 @@ def whatif(
     .prefill and .decode; inference.decode means only that one.
     """
     from tracer.analysis import render
-    from tracer.analysis.capacity import parse_capacities
-    from tracer.analysis.slo import TRACE_METRICS, parse_slo
     from tracer.analysis.split import split_whatif
     from tracer.analysis.whatif import Projection
 
-    capacity = parse_capacities(capacities)  # a bad one fails before any trace is read
-    limits = None if slo is None else parse_slo(slo, "--slo", TRACE_METRICS)
+    # A bad option fails before any trace is read.
+    question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
     projection = Projection(stage, speedup)
     # Every trace is projected as it is attributed (no spans kept); the analysis by
     # stage comes with it for the page.
@@ -253,18 +252,7 @@ def whatif(
             ),
         )
         return
-    if model != "retime":
-        result = under_load(
-            result,
-            sources,
-            selection,
-            query.stage_map,
-            model,
-            capacity.as_dict(),
-            cores,
-            cpu_per_request_ms,
-            limits,
-        )
+    result = under_load(result, sources, selection, query.stage_map, question)
     render_as(
         fmt,
         output,
@@ -349,6 +337,7 @@ def compare(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
+@load_options
 @price_option
 @split_option
 @jaeger_option
@@ -360,6 +349,11 @@ def report(
     whatif_stage: str | None,
     speedup: float | None,
     baseline: str | None,
+    model: str,
+    slo: str | None,
+    capacities: tuple[str, ...],
+    cores: float | None,
+    cpu_per_request_ms: float | None,
     price: tuple[str, ...],
     split_by: str | None,
     jaeger_url: str,
@@ -368,7 +362,8 @@ def report(
     """Write one self-contained HTML report: share bars, percentiles, waterfalls.
 
     The page works offline (no scripts, no fonts, no CDN); the P50 and P90 exemplar
-    traces link to Jaeger at --jaeger-url.
+    traces link to Jaeger at --jaeger-url. With --stage and --speedup, the what-if is
+    answered as hoptrace whatif answers it (--model, --slo, --capacity alike).
     """
     from tracer.analysis import compare as diff
     from tracer.analysis import render
@@ -376,6 +371,7 @@ def report(
 
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
+    question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
     projection = None
     if whatif_stage is not None and speedup is not None:
         projection = Projection(whatif_stage, speedup)
@@ -383,7 +379,8 @@ def report(
     result, traces = _analyze(sources, query)
     views: dict[str, Any] = {"prices": parse_prices(price)}
     if projection is not None:
-        views["whatif"] = projection.result(result.columns, result.loaded, result.tally)
+        retimed = projection.result(result.columns, result.loaded, result.tally)
+        views["whatif"] = under_load(retimed, sources, selection, query.stage_map, question)
     if baseline is not None:
         # The baseline is read the same way, without the candidate's filters.
         before, _ = _analyze((baseline,), query.sources_only, "reading the baseline", False)
