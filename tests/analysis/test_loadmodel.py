@@ -93,7 +93,9 @@ def test_a_pool_of_unknown_size_keeps_its_waits_and_says_so():
     assert any("--capacity engine=N" in note for note in projected.notes)
     # Given the size, it drains again.
     sized = load_run(_traceset(traces), capacity={"engine": 2})
-    assert project_load(sized, Faster("inference.decode", 10.0)).after.p50 == pytest.approx(112, rel=0.02)
+    assert project_load(sized, Faster("inference.decode", 10.0)).after.p50 == pytest.approx(
+        112, rel=0.02
+    )
 
 
 @pytest.fixture

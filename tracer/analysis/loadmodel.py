@@ -39,7 +39,7 @@ from tracer.analysis.scenario import Scenario
 from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 from tracer.analysis.slo import Slo
 
-__all__ = ["CPU_SCALING", "LoadWhatIf", "project_load", "sweep_knees"]
+__all__ = ["CPU_SCALING", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
 
 _MS = 1e6
 
@@ -71,6 +71,8 @@ class LoadWhatIf:
 #: CPU per request falls as throughput rises (event loops handle more ready events a
 #: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
 CPU_SCALING = 0.2
+#: An overloaded run's replay must keep a resource this busy: what ran out.
+SATURATED = 0.9
 
 
 def _steps(
@@ -191,7 +193,9 @@ def project_load(
                 hi = mid
         stretch = (lo + hi) / 2
     base = _run(run, _steps(run, None, stretch), requests, seed, jam)
-    if jam is not None and float(np.mean(base.e2e_ns)) / _MS < 0.5 * measured:
+    if jam is not None and _busiest(base, run) < SATURATED:
+        # Replayed with no resource running out, the queue would stay in the requests'
+        # times as if it were work, and a faster stage would shorten it.
         raise ConfigError(
             f"the run was overloaded ({jam.describe()}) and its traces do not say what ran "
             "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
@@ -271,6 +275,13 @@ def project_load(
         notes=tuple(notes),
         overloaded=jam,
     )
+
+
+def _busiest(sim: Simulated, run: LoadRun) -> float:
+    """The utilization of the busiest resource the run's traces name (the CPU only
+    when they measure it)."""
+    util = {k: v for k, v in sim.utilization.items() if k != "cpu" or run.cores is not None}
+    return max(util.values(), default=0.0)
 
 
 def _meeting(
