@@ -31,7 +31,7 @@ from tracer.analysis.prepare import StageMap
 from tracer.analysis.scenario import Faster, Scenario
 from tracer.analysis.slo import Slo
 from tracer.analysis.traceset import TraceSet
-from tracer.analysis.whatif import WhatIf, with_load
+from tracer.analysis.whatif import RETIMED, WhatIf, with_load
 
 __all__ = ["MODELS", "Question", "answer"]
 

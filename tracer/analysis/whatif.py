@@ -38,6 +38,10 @@ from tracer.spans.model import Warnings
 __all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
 
 
+#: Why a what-if was retimed, unless its answer says more.
+RETIMED = "each trace retimed on its own, as if nothing else ran"
+
+
 @dataclass(frozen=True, slots=True)
 class WhatIf:
     """Before/after end-to-end percentiles (ms) and shares after the change."""
@@ -58,7 +62,7 @@ class WhatIf:
     #: which model projected ``after``: ``retime`` (each trace on its own) or ``load``
     #: (the run's load simulated: ``load`` holds its figures), and why
     model: str = "retime"
-    model_reason: str = ""
+    model_reason: str = RETIMED
     load: LoadWhatIf | None = None
     #: a bench sweep's levels, each projected through its own load: (run, clients, it)
     load_levels: tuple[tuple[str, int, LoadWhatIf], ...] = ()
@@ -281,5 +285,7 @@ def with_load(w: WhatIf, projected: LoadWhatIf, reason: str) -> WhatIf:
 
 
 def ideal_speedup(stage_share: float, speedup: float) -> float:
-    """Amdahl's bound for a stage holding ``stage_share`` of the time."""
+    """Amdahl's law: the end-to-end speedup of the mean when a stage holding
+    ``stage_share`` of the time (summed over the traces) gets ``speedup`` times faster
+    and nothing else changes. Not a ceiling on a percentile, nor under load."""
     return float(1.0 / ((1.0 - stage_share) + stage_share / speedup))

@@ -177,6 +177,7 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
         "after_ms": stats_dict(w.after, keys),
         "realized_speedup": {k: number(v) for k, v in w.realized.items()},
         "ideal_speedup": number(ideal_speedup(w.stage_share, w.speedup)),
+        "ideal_speedup_of": "mean",
         "stage_share": number(w.stage_share),
         "before_groups": [{"name": n, "share": number(s)} for n, s in w.before_groups],
         "after_groups": [{"name": n, "share": number(s)} for n, s in w.after_groups],

@@ -360,8 +360,10 @@ def whatif_sections(w: WhatIf) -> list[Section]:
                 f"{lw.goodput_per_s[0]:.1f} -> {lw.goodput_per_s[1]:.1f} requests/s"
             )
     head.notes.append(
-        f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's bound for "
-        f"{w.speedup:g}x on it is {fmt_ratio(ideal_speedup(w.stage_share, w.speedup))}"
+        f"{w.stage} held {w.stage_share * 100:.1f}% of the critical path; Amdahl's law on the "
+        f"mean end-to-end time gives {fmt_ratio(ideal_speedup(w.stage_share, w.speedup))} for "
+        f"{w.speedup:g}x on it, nothing else changing (a figure for the mean, not a ceiling "
+        "on a percentile)"
     )
     if w.model_reason:
         head.notes.append(f"model: {w.model}, {w.model_reason}")
