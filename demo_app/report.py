@@ -31,11 +31,11 @@ def demo_sections(result: DemoResult, jaeger_url: str = "") -> list[Section]:
         sections += render.whatif_sections(projection)[:1]
     sections += render.comparison_sections(result.comparison)
     summary = Section("The answer")
-    how = " under load" if result.projection.model == "load" else ""
+    how = f" ({result.projection.model} model: {result.projection.model_reason})"
     summary.notes.append(
-        f"model {k}x faster: projected{how} end-to-end {fmt_ratio(answer.projected_p50)} at "
+        f"model {k}x faster: projected end-to-end {fmt_ratio(answer.projected_p50)} at "
         f"P50 ({answer.projected_after_p50_ms:,.0f} ms), measured {fmt_ratio(answer.measured_p50)} "
-        f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms)"
+        f"({answer.baseline_p50_ms:,.0f} -> {answer.candidate_p50_ms:,.0f} ms){how}"
     )
     for phase, p50, p90, ttft in answer.phases:
         first = f", first token {fmt_ratio(ttft)} sooner" if ttft is not None else ""
