@@ -15,30 +15,41 @@ level, while its end-to-end P50 or P90 had grown :data:`LATENCY_GROWTH` times or
 over the lowest level's: from there more clients add waiting, not throughput. In a
 closed loop the two go together (requests/s is about clients over latency); asking for
 both keeps a noisy level from being called the knee.
+
+An open-loop sweep (``bench --rate``) sets the rate, not the clients: its knee is the
+first rate that throughput stopped following: its answers, from the first to the last,
+came at less than :data:`FOLLOW_SHARE` of the rate its requests were sent at, while the
+latency from the intended send time in the level's second half grew to
+:data:`LATENCY_GROWTH` times the first half's (the queue grew through the level;
+asking for both keeps the draw of a short Poisson level from being called the knee).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from tracer._errors import ConfigError
+from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis.aggregate import Stats
 from tracer.analysis.slo import Slo
 
 __all__ = [
     "DEFAULT_ATTAINMENT",
     "FLAT_SHARE",
+    "FOLLOW_SHARE",
     "LATENCY_GROWTH",
     "Knee",
     "LevelSlo",
+    "RateKnee",
     "SweepSlo",
     "check_slo",
     "find_knee",
+    "find_rate_knee",
     "judge_slo",
     "level_slo",
     "request_ms",
+    "stage_growth",
 ]
 
 #: The SLO attainment a level needs to meet the SLO (``--slo-attainment``).
@@ -49,6 +60,8 @@ FLAT_SHARE = 0.25
 #: ... and it is the knee when its end-to-end P50 or P90 is at least this many times
 #: the lowest level's.
 LATENCY_GROWTH = 1.5
+#: An open loop's level keeps up while it answers at least this share of its rate.
+FOLLOW_SHARE = 0.9
 #: The metrics only a stream measures.
 _STREAM_METRICS = ("ttft", "tpot", "itl")
 
@@ -217,3 +230,50 @@ def find_knee(levels: Sequence[_Level]) -> Knee | None:
                 marginal_share=share,
             )
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class RateKnee:
+    """The first rate of an open-loop sweep that throughput stopped following."""
+
+    rate_per_s: float
+    requests_per_s: float
+    #: the rate below it, the last one answered in full (None: the lowest rate)
+    from_rate_per_s: float | None
+
+
+def find_rate_knee(levels: Sequence[Any]) -> RateKnee | None:
+    """The knee of an open-loop sweep (levels with ``rate_per_s``; the module
+    docstring), or None when every rate was followed."""
+    below = None
+    for lv in sorted((lv for lv in levels if lv.rate_per_s), key=lambda lv: lv.rate_per_s):
+        behind = lv.answer_rate() < FOLLOW_SHARE * lv.sent_rate()
+        if behind and lv.latency_growth() >= LATENCY_GROWTH:
+            return RateKnee(lv.rate_per_s, lv.answer_rate(), below)
+        below = lv.rate_per_s
+    return None
+
+
+def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[str, float] | None:
+    """The stage whose mean time grew most from ``base_ids`` to ``knee_ids`` traces.
+
+    ``traces`` is a :class:`~tracer.analysis.TraceSet`; None when either side has no
+    usable trace.
+    """
+    from tracer.analysis import analyze
+
+    def means(ids: set[str]) -> dict[str, float] | None:
+        subset = traces.subset(ids)
+        if not subset.traces:
+            return None
+        try:
+            return {g.name: g.mean_ms for g in analyze(subset, "stage").groups}
+        except NoUsableDataError:
+            return None
+
+    before, after = means(base_ids), means(knee_ids)
+    if before is None or after is None:
+        return None
+    growth = {g: after.get(g, 0.0) - before.get(g, 0.0) for g in set(before) | set(after)}
+    stage = max(growth, key=lambda g: (growth[g], g))
+    return stage, growth[stage]

@@ -6,7 +6,11 @@ Every key is a constant here; no module spells one inline.
 from __future__ import annotations
 
 __all__ = [
+    "BENCH_ARRIVALS",
     "BENCH_CONCURRENCY",
+    "BENCH_QUEUE_NS",
+    "BENCH_RATE",
+    "BENCH_SEND_LAG_NS",
     "BENCH_STATUS",
     "CANCELLED",
     "CANONICAL_STAGES",
@@ -112,8 +116,18 @@ FALLBACK_REASON = "hoptrace.fallback_reason"
 CANCELLED = "hoptrace.cancelled"
 #: How a bench request ended: ``200``, another status, ``timeout``, ``protocol``, ...
 BENCH_STATUS = "hoptrace.bench.status"
-#: The concurrency level a bench request ran at.
+#: The concurrency level a bench request ran at (a closed loop of that many clients).
 BENCH_CONCURRENCY = "hoptrace.bench.concurrency"
+#: The rate (requests/s) an open-loop bench request was sent at (``bench --rate``):
+#: its arrivals did not wait for earlier answers.
+BENCH_RATE = "hoptrace.bench.rate"
+#: The open loop's arrival process: ``poisson``, ``constant`` or ``gamma``.
+BENCH_ARRIVALS = "hoptrace.bench.arrivals"
+#: ns from the request's intended send time to its actual send (its wait for a slot of
+#: ``--max-concurrency`` included).
+BENCH_SEND_LAG_NS = "hoptrace.bench.send_lag_ns"
+#: ns the request waited for a slot of the bench's ``--max-concurrency``.
+BENCH_QUEUE_NS = "hoptrace.bench.queue_ns"
 #: On each bench request span: the host's busy CPU time (ns, all cores together, since
 #: boot) when the request ended; with ``HOST_CPUS`` (there: the cores the bench may
 #: use), a load model's CPU demand per request and capacity (docs/whatif.md).

@@ -2,12 +2,15 @@
 
 The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up at
 every concurrency level (at least as many requests as the level's concurrency) that
-is not measured; then N measured requests per level. Per level: status counts,
-end-to-end P50/P90/P99, time to first chunk, inter-chunk latency, output tokens/s and
-requests/s; with an SLO, goodput and SLO attainment. The knee is the first level where
-added clients bought little throughput while latency grew (``tracer._sweep``); with
-the traces at hand, the stage whose time grew most between the lowest level and the
-knee is named.
+is not measured; then N measured requests per level. With ``rates``, each level is an
+open loop instead (:mod:`tracer._openloop`): requests sent at that rate whether or
+not earlier ones were answered, latency also measured from each intended send time.
+Per level: status counts, end-to-end P50/P90/P99, time to first chunk, inter-chunk
+latency, output tokens/s and requests/s; with an SLO, goodput and SLO attainment.
+The knee is the first level where added clients bought little throughput while
+latency grew (an open loop's: the first rate throughput stopped following;
+``tracer._sweep``); with the traces at hand, the stage whose time grew most between
+the lowest level and the knee is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
     print(result.knee)
@@ -16,7 +19,9 @@ knee is named.
 from __future__ import annotations
 
 import asyncio
-import math
+import dataclasses
+import functools
+import statistics
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,11 +34,22 @@ import orjson
 import tracer
 from tracer import attributes as attrs
 from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
+from tracer._bench_args import check_arguments, refuse_hopeless, warmup_requests
 from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
-from tracer._errors import ConfigError
 from tracer._host import record_client_load
+from tracer._openloop import Arrivals, Sent, send_open_loop
 from tracer._sse import aiter_sse_data
-from tracer._sweep import DEFAULT_ATTAINMENT, Knee, SweepSlo, check_slo, find_knee, judge_slo
+from tracer._sweep import (
+    DEFAULT_ATTAINMENT,
+    Knee,
+    RateKnee,
+    SweepSlo,
+    check_slo,
+    find_knee,
+    find_rate_knee,
+    judge_slo,
+    stage_growth,
+)
 from tracer.analysis.aggregate import Stats, stats
 from tracer.analysis.slo import Slo
 
@@ -67,11 +83,21 @@ class Sample:
     gaps_ms: tuple[float, ...]
     output_tokens: int
     detail: str | None = None  # what went wrong, for a failed request
+    #: an open loop's request: ms from its intended send time to the actual send (its
+    #: wait for a slot included), and its wait for a slot of ``max_concurrency``
+    lag_ms: float = 0.0
+    queue_ms: float = 0.0
+    intended_s: float = 0.0  # its intended send time, s after the level's first
 
     @property
     def ok(self) -> bool:
         """A 200 answer that finished without an error event."""
         return self.status == "200"
+
+    @property
+    def intended_e2e_ms(self) -> float:
+        """End to end from the intended send time (no coordinated omission)."""
+        return self.e2e_ms + self.lag_ms
 
 
 @dataclass
@@ -82,6 +108,10 @@ class LevelResult:
     run: str
     samples: list[Sample] = field(default_factory=list)
     wall_s: float = 0.0
+    #: an open-loop level: the rate sent (requests/s) and the arrival process; its
+    #: ``concurrency`` is then the client's cap (0: none)
+    rate_per_s: float | None = None
+    arrivals: str | None = None
 
     @property
     def ok(self) -> list[Sample]:
@@ -126,6 +156,43 @@ class LevelResult:
         """Successful requests per second of wall time."""
         return len(self.ok) / self.wall_s if self.wall_s > 0 else 0.0
 
+    def answer_rate(self) -> float:
+        """An open loop's successful answers per second, from the first to the last
+        (the rate it kept up with: the sending pace, or what the service could do)."""
+        return _rate(sorted(s.intended_s + s.intended_e2e_ms / 1000 for s in self.ok))
+
+    def sent_rate(self) -> float:
+        """An open loop's requests per second as the schedule sent them (the rate
+        asked for, give or take the draw)."""
+        return _rate(sorted(s.intended_s for s in self.samples))
+
+    def latency_growth(self) -> float:
+        """An open loop's P50 from the intended send time in the second half of the
+        level over the first half's: a queue that grows through the level doubles it."""
+        ok = sorted(self.ok, key=lambda s: s.intended_s)
+        half = len(ok) // 2
+        if half < 1:
+            return 1.0
+        first = statistics.median(s.intended_e2e_ms for s in ok[:half])
+        return statistics.median(s.intended_e2e_ms for s in ok[half:]) / first if first else 1.0
+
+    def open_loop(self) -> dict[str, Stats] | None:
+        """An open-loop level's end to end from the intended send time, send lag
+        (how late the client sent, its wait for a slot aside) and wait for a slot."""
+        if self.rate_per_s is None or not self.ok:
+            return None
+        return {
+            "e2e_from_intended_ms": stats(s.intended_e2e_ms for s in self.ok),
+            "send_lag_ms": stats(s.lag_ms - s.queue_ms for s in self.ok),
+            "queue_ms": stats(s.queue_ms for s in self.ok),
+        }
+
+
+def _rate(times: list[float]) -> float:
+    """Events per second over sorted ``times``: the gaps between the first and last."""
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    return (len(times) - 1) / span if span > 0 else 0.0
+
 
 @dataclass
 class BenchResult:
@@ -140,6 +207,8 @@ class BenchResult:
     notes: list[str] = field(default_factory=list)
     #: With an SLO: goodput and attainment per level (``tracer._sweep``).
     slo: SweepSlo | None = None
+    #: An open-loop sweep's knee: the first rate throughput stopped following.
+    rate_knee: RateKnee | None = None
 
 
 def _body(model: str, prompt: str, max_tokens: int, stream: bool) -> dict[str, Any]:
@@ -302,35 +371,6 @@ async def _phase(
     return samples, time.perf_counter() - started
 
 
-def check_arguments(
-    base_url: str,
-    levels: Sequence[int],
-    requests: int,
-    warmup: int,
-    max_tokens: int,
-    timeout_s: float,
-) -> None:
-    """Raise ConfigError, in words a command-line user understands, on a bad argument."""
-    if not base_url.startswith(("http://", "https://")):
-        raise ConfigError(f"URL must be an http:// or https:// base URL, got {base_url!r}")
-    if not levels or any(c < 1 for c in levels):
-        raise ConfigError(
-            f"--concurrency levels must be whole numbers of at least 1, got {list(levels)!r}"
-        )
-    for name, value, least in (("--requests", requests, 1), ("--max-tokens", max_tokens, 1)):
-        if value < least:
-            raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
-    if warmup < 0:
-        raise ConfigError(f"--warmup must be a whole number of at least 0, got {warmup!r}")
-    if not (timeout_s > 0 and math.isfinite(timeout_s)):
-        raise ConfigError(f"--timeout must be a finite number of seconds > 0, got {timeout_s!r}")
-
-
-def warmup_requests(warmup: int, concurrency: int) -> int:
-    """Warm-up requests at one level: at least the level's concurrency (none for 0)."""
-    return max(warmup, concurrency) if warmup > 0 else 0
-
-
 async def run_bench_async(
     base_url: str,
     *,
@@ -348,11 +388,17 @@ async def run_bench_async(
     slo: Slo | None = None,
     slo_attainment: float = DEFAULT_ATTAINMENT,
     max_answer_bytes: int = DEFAULT_BENCH_ANSWER_BYTES,
+    rates: Sequence[float] | None = None,
+    arrivals: Arrivals | None = None,
+    max_concurrency: int | None = None,
+    seed: int = 1,
 ) -> BenchResult:
     """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
     level's goodput and SLO attainment, and the highest level whose attainment reaches
     ``slo_attainment`` (``tracer._sweep``). An answer larger than ``max_answer_bytes``
-    after decompression is a failed request (``too_large``).
+    after decompression is a failed request (``too_large``). With ``rates``, an open
+    loop at each rate (``arrivals``, Poisson by default; at most ``max_concurrency``
+    in flight, when given) instead of ``levels``.
 
     Raises:
         ConfigError: bad arguments, or every warm-up request of the first level failed
@@ -365,11 +411,34 @@ async def run_bench_async(
     body = _body(model, prompt, max_tokens, stream)
     run = run or f"bench-{uuid.uuid4().hex[:8]}"
     result = BenchResult(base_url, max_tokens, stream, run, [])
-    limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
+    if rates:
+        # No pool limit of the client's own: it would be a queue the bench hides.
+        limits = httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=64)
+    else:
+        limits = httpx.Limits(max_connections=max(levels), max_keepalive_connections=max(levels))
     client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s), limits=limits)
     limit_answers(client, max_answer_bytes)
     async with tracer.instrument_httpx(client) as client:
-        for index, c in enumerate(levels):
+        for index, rate in enumerate(rates or ()):
+            process = arrivals or Arrivals()
+            level = LevelResult(
+                max_concurrency or 0, f"{run}-r{rate:g}", rate_per_s=rate, arrivals=process.kind
+            )
+            tags = {attrs.BENCH_RATE: rate, attrs.BENCH_ARRIVALS: process.kind}
+            for phase, count in (("warm-up", warmup), ("measure", requests)):
+                label = f"{run}-warmup" if phase == "warm-up" else level.run
+                send = functools.partial(
+                    _sent, client, url, headers, body, timeout_s, {**tags, RUN_ATTRIBUTE: label},
+                    _ticker(progress, f"{rate:g}/s {phase}"),
+                )  # fmt: skip
+                done, level.wall_s = await send_open_loop(
+                    process.gaps_s(rate, count, seed + index), send, max_concurrency
+                )
+                level.samples = [x for x in done if isinstance(x, Sample)]
+                if index == 0 and level.samples:
+                    refuse_hopeless(base_url, level.samples)
+            result.levels.append(level)
+        for index, c in enumerate(levels if not rates else ()):
             level = LevelResult(c, f"{run}-c{c}")
             warm = warmup_requests(warmup, c)
             if warm:
@@ -379,19 +448,42 @@ async def run_bench_async(
                     _ticker(progress, f"c={c} warm-up"), timeout_s,
                 )  # fmt: skip
                 if index == 0:
-                    _refuse_hopeless(base_url, warmed)
+                    refuse_hopeless(base_url, warmed)
             tags = {RUN_ATTRIBUTE: level.run, attrs.BENCH_CONCURRENCY: c}
             level.samples, level.wall_s = await _phase(
                 client, url, headers, body, tags, requests, c,
                 _ticker(progress, f"c={c} measure"), timeout_s,
             )  # fmt: skip
             if index == 0 and not warm:
-                _refuse_hopeless(base_url, level.samples)
+                refuse_hopeless(base_url, level.samples)
             result.levels.append(level)
-    result.knee = find_knee(result.levels)
+    result.knee = None if rates else find_knee(result.levels)
+    result.rate_knee = find_rate_knee(result.levels) if rates else None
     if slo is not None:
         result.slo = judge_slo(result.levels, slo, slo_attainment)
     return result
+
+
+async def _sent(
+    client: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    timeout_s: float,
+    tags: dict[str, Any],
+    tick: Callable[[], None],
+    sent: Sent,
+) -> Sample:
+    """One open-loop request, its send lag and queue time on its span and sample."""
+    lag = {
+        attrs.BENCH_SEND_LAG_NS: int(sent.lag_s * 1e9),
+        attrs.BENCH_QUEUE_NS: int(sent.queue_s * 1e9),
+    }
+    sample = await _one(client, url, headers, body, {**tags, **lag}, timeout_s)
+    tick()
+    return dataclasses.replace(
+        sample, lag_ms=sent.lag_s * 1000, queue_ms=sent.queue_s * 1000, intended_s=sent.at_s
+    )
 
 
 def _ticker(progress: Callable[[str, int], None] | None, label: str) -> Callable[[], None]:
@@ -402,47 +494,6 @@ def _ticker(progress: Callable[[str, int], None] | None, label: str) -> Callable
     return tick
 
 
-def _refuse_hopeless(base_url: str, samples: list[Sample]) -> None:
-    statuses = {s.status for s in samples}
-    if not samples or any(s.ok for s in samples) or len(statuses) != 1:
-        return
-    status = statuses.pop()
-    reasons = {
-        "401": "the endpoint answered 401: pass a valid --api-key (or OPENAI_API_KEY)",
-        "403": "the endpoint answered 403: the key may not use this model",
-        "404": f"the endpoint answered 404: is {base_url} an OpenAI-style base URL ending in /v1?",
-        "connect": f"cannot connect to {base_url}: is the server running?",
-    }
-    if status in reasons:
-        raise ConfigError(reasons[status])
-
-
 def run_bench(base_url: str, **kwargs: Any) -> BenchResult:
     """Blocking wrapper of :func:`run_bench_async`."""
     return asyncio.run(run_bench_async(base_url, **kwargs))
-
-
-def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[str, float] | None:
-    """The stage whose mean time grew most from ``base_ids`` to ``knee_ids`` traces.
-
-    ``traces`` is a :class:`~tracer.analysis.TraceSet`; None when either side has no
-    usable trace.
-    """
-    from tracer._errors import NoUsableDataError
-    from tracer.analysis import analyze
-
-    def means(ids: set[str]) -> dict[str, float] | None:
-        subset = traces.subset(ids)
-        if not subset.traces:
-            return None
-        try:
-            return {g.name: g.mean_ms for g in analyze(subset, "stage").groups}
-        except NoUsableDataError:
-            return None
-
-    before, after = means(base_ids), means(knee_ids)
-    if before is None or after is None:
-        return None
-    growth = {g: after.get(g, 0.0) - before.get(g, 0.0) for g in set(before) | set(after)}
-    stage = max(growth, key=lambda g: (growth[g], g))
-    return stage, growth[stage]

@@ -31,7 +31,7 @@ from tracer.analysis.prepare import StageMap
 from tracer.analysis.scenario import Faster, Scenario
 from tracer.analysis.slo import Slo
 from tracer.analysis.traceset import TraceSet
-from tracer.analysis.whatif import RETIMED, WhatIf, with_load
+from tracer.analysis.whatif import WhatIf, with_load
 
 __all__ = ["MODELS", "Question", "answer"]
 
@@ -140,11 +140,14 @@ def _each_level(
     """A bench sweep: each level projected through its own load (``levels`` in the
     JSON); the figures of all levels together stay the retiming's."""
     out = []
+    order = {}
     for label, traces in levels.items():
         run = _run(traces, question, stage_map)
         projected = project_load(run, scenario, slo=question.slo)
         out.append((label, run.clients or 0, projected))
-    out.sort(key=lambda level: level[1])
+        order[label] = run.clients or run.arrival_per_s  # an open loop's: its rate
+    out.sort(key=lambda level: order[level[0]])
+    closed = all(clients for _, clients, _ in out)
     reason = (
         f"{len(out)} bench levels: each projected through its own load (levels); "
         "all of them together retimed trace by trace"
@@ -154,5 +157,5 @@ def _each_level(
         model="load per level",
         model_reason=reason,
         load_levels=tuple(out),
-        load_knee=sweep_knees(out),
+        load_knee=sweep_knees(out) if closed else None,
     )

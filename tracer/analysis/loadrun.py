@@ -95,11 +95,14 @@ class LoadRun:
 
 def bench_levels(traceset: TraceSet) -> dict[str, TraceSet]:
     """The bench levels among these traces (``hoptrace.run`` of the request spans that
-    carry ``hoptrace.bench.concurrency``, warm-ups left out), each level's traces apart."""
+    carry ``hoptrace.bench.concurrency`` or, an open loop's, ``hoptrace.bench.rate``;
+    warm-ups left out), each level's traces apart."""
     ids: dict[str, list[str]] = {}
     for trace_id, spans in traceset.traces.items():
         for s in spans:
-            if s.parent_id is None and attrs.BENCH_CONCURRENCY in s.attributes:
+            if s.parent_id is None and (
+                attrs.BENCH_CONCURRENCY in s.attributes or attrs.BENCH_RATE in s.attributes
+            ):
                 label = s.attributes.get(attrs.RUN)
                 if isinstance(label, str) and not label.endswith(WARMUP_SUFFIX):
                     ids.setdefault(label, []).append(trace_id)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tracer._errors import ConfigError
-from tracer.cli._common import busy, format_option, render_as
+from tracer.cli._common import busy, format_option, positive_count, render_as
 
 __all__ = ["COMMANDS"]
 
@@ -113,6 +113,36 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
     )
 
 
+def _open_loop(
+    rate: str | None, arrivals: str, burstiness: float, max_concurrency: int | None
+) -> tuple[list[float] | None, Any]:
+    """``--rate`` and its options as rates and an arrival process (None: a closed
+    loop); the open-loop options without ``--rate``, or with ``--concurrency``, are
+    refused in one line."""
+    from tracer._openloop import Arrivals, parse_rates
+
+    ctx = click.get_current_context()
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) not in (click.core.ParameterSource.DEFAULT, None)
+
+    if rate is None:
+        extra = [
+            f"--{n.replace('_', '-')}"
+            for n in ("arrivals", "burstiness", "max_concurrency", "seed")
+            if given(n)
+        ]
+        if extra:
+            raise ConfigError(f"{', '.join(extra)} shape an open loop: add --rate R[,R...]")
+        return None, None
+    if given("concurrency"):
+        raise ConfigError(
+            "--rate (an open loop) and --concurrency (a closed loop) choose the load two "
+            "ways: give one"
+        )
+    return parse_rates(rate), Arrivals(arrivals, burstiness)
+
+
 @click.command(epilog=ITL_HELP)
 @click.argument("url")
 @click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer key [env: OPENAI_API_KEY].")
@@ -129,6 +159,35 @@ def _name_knee_stage(result: Any, traces: Any) -> None:
     show_default=True,
     help="Concurrency levels, comma-separated.",
 )
+@click.option(
+    "--rate",
+    metavar="R[,R...]",
+    help="Open loop instead of --concurrency: send requests at each of these rates "
+    "(requests/s) whether or not earlier ones were answered, as production traffic "
+    "arrives; latency is also measured from each request's intended send time.",
+)
+@click.option(
+    "--arrivals",
+    type=click.Choice(["poisson", "constant", "gamma"]),
+    default="poisson",
+    show_default=True,
+    help="With --rate: the arrival process (gamma takes --burstiness).",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="With --arrivals gamma: the gamma shape (1: Poisson; below 1 burstier, above 1 steadier).",
+)
+@click.option(
+    "--max-concurrency",
+    type=int,
+    callback=positive_count,
+    help="With --rate: at most this many requests in flight; a request whose time has "
+    "come waits for a slot, and its queue time is reported [default: no cap].",
+)
+@click.option("--seed", default=1, show_default=True, help="With --rate: the schedule's seed.")
 @click.option("--max-tokens", default=64, show_default=True, help="Fixed max_tokens.")
 @click.option("--prompt", help="The fixed prompt [default: a short explanation request].")
 @click.option(
@@ -184,6 +243,11 @@ def bench(
     requests: int,
     warmup: int,
     concurrency: str,
+    rate: str | None,
+    arrivals: str,
+    burstiness: float,
+    max_concurrency: int | None,
+    seed: int,
     max_tokens: int,
     prompt: str | None,
     model: str,
@@ -219,6 +283,7 @@ def bench(
 
     levels = _levels(concurrency)
     check_arguments(url, levels, requests, warmup, max_tokens, timeout)
+    rates, process = _open_loop(rate, arrivals, burstiness, max_concurrency)
     answer_limit = parse_size(max_answer_bytes, "--max-answer-bytes")
     if answer_limit <= 0:
         raise ConfigError(f"--max-answer-bytes must be positive, got {max_answer_bytes!r}")
@@ -239,7 +304,11 @@ def bench(
             prefer_prompt_export()
             tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
             ours = True
-    total = sum(warmup_requests(warmup, c) + requests for c in levels)
+    total = (
+        len(rates) * (warmup + requests)
+        if rates
+        else sum(warmup_requests(warmup, c) + requests for c in levels)
+    )
     started = time.monotonic()
     try:
         with Progress(
@@ -264,6 +333,10 @@ def bench(
                 progress=lambda label, n: progress.update(task, advance=n, description=label),
                 slo=limits,
                 slo_attainment=slo_attainment,
+                rates=rates,
+                arrivals=process,
+                max_concurrency=max_concurrency,
+                seed=seed,
             )
     finally:
         if ours:

@@ -40,7 +40,29 @@ def _sweep_slo(sweep: SweepSlo | None) -> dict[str, Any] | None:
 
 
 def _slo_by_level(result: BenchResult) -> dict[int, LevelSlo]:
-    return {} if result.slo is None else {lv.concurrency: lv for lv in result.slo.levels}
+    """Each level's judgement, by the level's ``id`` (the SLO judges them in
+    concurrency order, which an open loop's levels, of one cap, share)."""
+    if result.slo is None:
+        return {}
+    ordered = sorted(result.levels, key=lambda lv: lv.concurrency)
+    return {id(lv): judged for lv, judged in zip(ordered, result.slo.levels, strict=True)}
+
+
+def _open_dict(lv: Any) -> dict[str, Any]:
+    """An open-loop level's own keys (none for a closed loop's)."""
+    if lv.rate_per_s is None:
+        return {}
+    figures = lv.open_loop() or {}
+    return {
+        "rate_per_s": number(lv.rate_per_s),
+        "arrivals": lv.arrivals,
+        "max_concurrency": lv.concurrency or None,
+        "answers_per_s": number(lv.answer_rate()),
+        **{key: stats_dict(figures.get(key), _KEYS) for key in _OPEN_KEYS},
+    }
+
+
+_OPEN_KEYS = ("e2e_from_intended_ms", "send_lag_ms", "queue_ms")
 
 
 def bench_dict(result: BenchResult) -> dict[str, Any]:
@@ -64,11 +86,19 @@ def bench_dict(result: BenchResult) -> dict[str, Any]:
                 "itl_ms": stats_dict(lv.itl(), _KEYS) if result.stream else None,
                 "output_tokens_per_s": number(lv.output_tokens_per_s()),
                 "requests_per_s": number(lv.requests_per_s()),
-                "slo": _level_slo(judged.get(lv.concurrency)),
+                "slo": _level_slo(judged.get(id(lv))),
+                **_open_dict(lv),
             }
             for lv in result.levels
         ],
         "slo": _sweep_slo(result.slo),
+        "rate_knee": None
+        if result.rate_knee is None
+        else {
+            "rate_per_s": number(result.rate_knee.rate_per_s),
+            "answers_per_s": number(result.rate_knee.requests_per_s),
+            "from_rate_per_s": _maybe(result.rate_knee.from_rate_per_s),
+        },
         "knee": None
         if result.knee is None
         else {
@@ -118,7 +148,7 @@ def bench_sections(result: BenchResult) -> list[Section]:
         itl = lv.itl() if result.stream else None
         head.rows.append(
             [
-                str(lv.concurrency),
+                str(lv.concurrency) if lv.rate_per_s is None else f"{lv.rate_per_s:g}/s",
                 f"{len(lv.ok)}/{len(lv.samples)}",
                 ", ".join(f"{k}: {v}" for k, v in lv.errors().items()) or "-",
                 _cell(e2e, "p50"),
@@ -130,12 +160,18 @@ def bench_sections(result: BenchResult) -> list[Section]:
                 _cell(itl, "p90"),
                 f"{lv.output_tokens_per_s():,.1f}",
                 f"{lv.requests_per_s():,.2f}",
-                *_slo_cells(judged.get(lv.concurrency), result.slo is not None),
+                *_slo_cells(judged.get(id(lv)), result.slo is not None),
             ]
         )
     for lv in result.levels:
         for status, example in lv.error_examples().items():
-            head.notes.append(f"c={lv.concurrency} {status}: {example}")
+            head.notes.append(f"{_level_name(lv)} {status}: {example}")
+    opened = [lv for lv in result.levels if lv.rate_per_s is not None]
+    if opened:
+        head.headers[0] = "rate"
+        head.notes.append(_rate_knee_note(result))
+        _open_notes(result, head, judged)
+        return [head, _open_section(opened)]
     head.notes.append(_knee_note(result))
     if result.slo is not None:
         head.notes.append(_slo_note(result.slo))
@@ -144,6 +180,69 @@ def bench_sections(result: BenchResult) -> list[Section]:
         f"traces carry hoptrace.run = {result.run}-c<concurrency> (warm-up: {result.run}-warmup)"
     )
     return [head]
+
+
+def _level_name(lv: Any) -> str:
+    return f"c={lv.concurrency}" if lv.rate_per_s is None else f"{lv.rate_per_s:g}/s"
+
+
+def _open_notes(result: BenchResult, head: Section, judged: dict[int, LevelSlo]) -> None:
+    """An open-loop sweep's notes under its table."""
+    if result.slo is not None:
+        target = result.slo.attainment_target
+        met = [lv.rate_per_s or 0.0 for lv in result.levels if judged[id(lv)].attainment >= target]
+        where = f"the highest rate that meets it is {max(met):g}/s" if met else "no rate meets it"
+        head.notes.append(
+            f"SLO {result.slo.slo.describe()}: {where} (at least {target * 100:g}% of its "
+            "requests succeed within every limit)"
+        )
+    head.notes.extend(result.notes)
+    head.notes.append(
+        f"traces carry hoptrace.run = {result.run}-r<rate> (warm-up: {result.run}-warmup) and "
+        "hoptrace.bench.rate: the load model replays them as an open loop"
+    )
+
+
+def _open_section(levels: list[Any]) -> Section:
+    """Per open-loop level: latency from the intended send time beside the actual
+    send's, how late the client sent, and the wait for a slot."""
+    out = Section(
+        "Open loop: latency from each request's intended send time",
+        ["rate", "arrivals", "answers/s", "P50 ms", "P90 ms", "P50 from intended",
+         "P90 from intended", "send lag P50", "send lag P99", "queue P50", "queue P90"],
+    )  # fmt: skip
+    for lv in levels:
+        figures = lv.open_loop() or {}
+        e2e = lv.e2e() if lv.ok else None
+        late, lag, queue = (figures.get(k) for k in _OPEN_KEYS)
+        out.rows.append(
+            [f"{lv.rate_per_s:g}/s", lv.arrivals or "-", f"{lv.answer_rate():,.2f}",
+             _cell(e2e, "p50"), _cell(e2e, "p90"), _cell(late, "p50"), _cell(late, "p90"),
+             _cell(lag, "p50"), _cell(lag, "p99"), _cell(queue, "p50"), _cell(queue, "p90")]
+        )  # fmt: skip
+    out.notes.append(
+        "from intended: end to end from when the schedule meant to send the request (no "
+        "coordinated omission); send lag: how late the client sent it, its wait for a "
+        "slot of --max-concurrency aside; queue: that wait"
+    )
+    return out
+
+
+def _rate_knee_note(result: BenchResult) -> str:
+    from tracer._sweep import FOLLOW_SHARE
+
+    knee = result.rate_knee
+    if knee is None:
+        return (
+            f"no knee: at every rate the answers came at least {FOLLOW_SHARE:.0%} as fast "
+            "as the requests were sent, or the latency did not grow through the level"
+        )
+    below = f" ({knee.from_rate_per_s:g}/s was followed)" if knee.from_rate_per_s else ""
+    return (
+        f"knee at {knee.rate_per_s:g} requests/s: answered at {knee.requests_per_s:,.2f}/s, "
+        f"below {FOLLOW_SHARE:.0%} of the rate sent, while the latency from the intended send "
+        f"time grew through the level{below}; from here the queue grows"
+    )
 
 
 def _slo_cells(level: LevelSlo | None, judged: bool) -> list[str]:
