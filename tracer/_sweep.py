@@ -260,7 +260,7 @@ def stage_growth(traces: Any, base_ids: set[str], knee_ids: set[str]) -> tuple[s
     ``traces`` is a :class:`~tracer.analysis.TraceSet`; None when either side has no
     usable trace.
     """
-    from tracer.analysis import analyze
+    from tracer.analysis.aggregate import analyze
 
     def means(ids: set[str]) -> dict[str, float] | None:
         subset = traces.subset(ids)
