@@ -7,6 +7,7 @@ then a cached or rule-based answer. The tier that served is the span attribute
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -60,9 +61,19 @@ def create_app_app(
     app.state.counters = counters
     cache: dict[str, str] = {}
 
+    async def search(stage: str, ms: float) -> None:
+        with tracer.stage(stage):
+            await delay(ms, profile)
+
     @tracer.stage("context")
     async def build_context(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         await delay(profile.context_ms, profile)
+        if profile.retrieval_ms or profile.keyword_ms:
+            # A RAG chain: retrieval and keyword search at once, joined.
+            await asyncio.gather(
+                search("context.retrieval", profile.retrieval_ms),
+                search("context.keyword", profile.keyword_ms),
+            )
         last = str(messages[-1].get("content", "")) if messages else ""
         context = "\n".join(_retrieve(last))
         history = "\n".join(f"{m.get('role')}: {m.get('content')}" for m in messages[-6:])

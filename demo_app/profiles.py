@@ -15,6 +15,9 @@ class Profile:
 
     The model takes ``prefill_ms`` plus ``per_token_ms`` per output token, divided by
     the model server's speedup. ``jitter`` is the relative spread (0.1 = +-10%).
+    ``retrieval_ms`` and ``keyword_ms``: after ``context_ms``, context assembly runs a
+    retrieval and a keyword search in parallel (sub-stages ``context.retrieval`` and
+    ``context.keyword``; none when both are 0), as a RAG chain does.
     """
 
     name: str
@@ -30,6 +33,8 @@ class Profile:
     postprocess_ms: float
     return_ms: float
     jitter: float = 0.1
+    retrieval_ms: float = 0.0
+    keyword_ms: float = 0.0
 
     def outside_model_ms(self) -> float:
         """Time outside the model per request (both network legs counted)."""
@@ -40,6 +45,7 @@ class Profile:
             + self.gateway_ms
             + self.auth_ms
             + self.context_ms
+            + max(self.retrieval_ms, self.keyword_ms)
             + self.postprocess_ms
             + self.return_ms
         )
@@ -55,6 +61,9 @@ PROFILES = {
     "wan": Profile("wan", 40, 60, 50, 70, 25, 90, 15, 200, 25, 60, 40),
     # A fast, in-region deployment.
     "lan": Profile("lan", 5, 2, 5, 5, 1, 20, 1, 120, 15, 10, 5),
+    # lan with a RAG chain: context assembly runs retrieval (60 ms) and keyword search
+    # (35 ms) in parallel, so the keyword search is hidden until retrieval gets faster.
+    "rag": Profile("rag", 5, 2, 5, 5, 1, 5, 1, 120, 15, 10, 5, 0.1, 60, 35),
     # Nothing injected: what loopback and the code really cost.
     "loopback": Profile("loopback", 0, 0, 0, 0, 0, 0, 0, 20, 2, 0, 0, 0.0),
     # No model time either: only the chain's own code runs, so what tracing adds to it
@@ -71,7 +80,9 @@ STAGE_FIELDS = {
     "client": ("client_ms",),
     "gateway": ("gateway_ms",),
     "auth": ("auth_ms",),
-    "context": ("context_ms",),
+    "context": ("context_ms", "retrieval_ms", "keyword_ms"),
+    "context.retrieval": ("retrieval_ms",),
+    "context.keyword": ("keyword_ms",),
     "inference": ("prefill_ms", "per_token_ms"),
     "inference.prefill": ("prefill_ms",),
     "inference.decode": ("per_token_ms",),

@@ -22,9 +22,10 @@ __all__ = ["COMMANDS"]
 #: The latency profiles (demo_app/profiles.py), as --profile's help lists them.
 _PROFILE_HELP = (
     "Latency the services add, since loopback has almost none: wan (a client far from "
-    "the gateway, about 600 ms outside the model; the default), lan, loopback (nothing "
+    "the gateway, about 600 ms outside the model; the default), lan, rag (lan whose "
+    "context assembly runs retrieval and keyword search in parallel), loopback (nothing "
     "added) or bare (no model time either); NAME,STAGE=K makes STAGE K times faster "
-    "(wan,inference=100)."
+    "(wan,inference=100; rag,context.retrieval=4)."
 )
 
 
