@@ -170,3 +170,12 @@ def test_a_filter_that_matches_nothing_says_so_and_where_to_look(mixed_store, fl
         f"hoptrace: error: no trace matches {flag} {value!r}; hoptrace runs SOURCE lists "
         "the runs a source holds"
     )
+
+
+def test_an_open_loop_bench_level_is_listed_by_its_rate(tmp_path):
+    traces = _traces(runs=[("bench-9f9f-r20", 3, 400.0, None)])
+    for spans in traces:
+        root = min(spans, key=lambda s: s.start_ns)
+        root.attributes[attrs.BENCH_RATE] = 20.0
+    (run,) = _runs(_otlp(tmp_path / "open.jsonl", traces))
+    assert (run["label"], run["kind"]) == ("bench-9f9f-r20", "bench level 20/s")

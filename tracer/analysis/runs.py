@@ -8,6 +8,7 @@ kind comes from its label and attributes:
 - ``warm-up``: the label ends with ``-warmup`` (``hoptrace bench``) or ``:warmup``;
 - ``demo baseline`` / ``demo candidate``: labels ``ID:baseline`` / ``ID:candidate``;
 - ``bench level c=N``: its traces carry ``hoptrace.bench.concurrency`` N;
+- ``bench level R/s``: its traces carry ``hoptrace.bench.rate`` R (an open loop);
 - ``run``: anything else.
 """
 
@@ -49,9 +50,9 @@ class Run:
         return (self.last_start_ns - self.first_start_ns) / 1e9
 
 
-def run_kind(label: str, concurrency: str | None = None) -> str:
+def run_kind(label: str, concurrency: str | None = None, rate: str | None = None) -> str:
     """The kind of the run ``label`` (module docstring); ``concurrency`` is its traces'
-    ``hoptrace.bench.concurrency``, if any."""
+    ``hoptrace.bench.concurrency``, ``rate`` their ``hoptrace.bench.rate``, if any."""
     if label.endswith(("-warmup", ":warmup")):
         return "warm-up"
     if label.endswith(":baseline"):
@@ -60,6 +61,8 @@ def run_kind(label: str, concurrency: str | None = None) -> str:
         return "demo candidate"
     if concurrency not in (None, NONE):
         return f"bench level c={concurrency}"
+    if rate not in (None, NONE):
+        return f"bench level {rate}/s"
     return "run"
 
 
@@ -79,6 +82,9 @@ class RunTally:
             return
         label = split_value(spans, attrs.RUN)
         level = split_value(spans, attrs.BENCH_CONCURRENCY)
+        if level == NONE:
+            rate = split_value(spans, attrs.BENCH_RATE)
+            level = NONE if rate == NONE else f"{_number(rate)}/s"
         start = min(s.start_ns for s in spans)
         row = self._seen.get(NO_RUN if label == NONE else label)
         if row is None:
@@ -101,7 +107,7 @@ class RunTally:
                 services=tuple(sorted(services)),
                 kind="run"
                 if label == NO_RUN
-                else run_kind(label, next(iter(levels)) if len(levels) == 1 else None),
+                else _kind(label, next(iter(levels)) if len(levels) == 1 else None),
             )
             for label, (traces, first, last, services, levels) in self._seen.items()
         ]
@@ -114,6 +120,21 @@ def list_runs(traceset: TraceSet) -> list[Run]:
     for spans in traceset.traces.values():
         tally.add(spans)
     return tally.runs()
+
+
+def _number(text: str) -> str:
+    """``20.0`` as ``20``; anything not a number as it is."""
+    try:
+        return f"{float(text):g}"
+    except ValueError:
+        return text
+
+
+def _kind(label: str, level: str | None) -> str:
+    """``run_kind`` of a level read as ``N`` (clients) or ``R/s`` (an open loop)."""
+    if level is not None and level.endswith("/s"):
+        return run_kind(label, rate=level[:-2])
+    return run_kind(label, level)
 
 
 def mixed_runs_note(analysis: Analysis) -> str | None:
