@@ -113,7 +113,7 @@ def _run(
 ) -> Simulated:
     """The simulated run: a closed loop of its clients; an open loop of its own
     arrivals, again and again; or, overloaded, its own arrivals once."""
-    cores, pools = run.cores or 1.0, run.pools
+    cores, pools, others = run.cores or 1.0, run.pools, run.other_cores
     if run.clients:
         warmup = max(2 * run.clients, 50)
         return simulate(
@@ -121,6 +121,7 @@ def _run(
             cores=cores,
             pools=pools,
             clients=run.clients,
+            others=others,
             requests=requests,
             warmup=warmup,
             seed=seed,
@@ -129,7 +130,13 @@ def _run(
     if jam is not None:
         schedule = [(run.starts_s[i] * 1e9, i) for i in order]
         return simulate(
-            graphs, cores=cores, pools=pools, schedule=schedule, requests=len(schedule), warmup=0
+            graphs,
+            cores=cores,
+            pools=pools,
+            schedule=schedule,
+            others=others,
+            requests=len(schedule),
+            warmup=0,
         )
     warmup = max(len(order) // 4, 50)
     span = run.arrival_span_s * 1e9
@@ -145,6 +152,7 @@ def _run(
         cores=cores,
         pools=pools,
         schedule=schedule[: requests + warmup],
+        others=others,
         requests=requests,
         warmup=warmup,
     )

@@ -65,10 +65,13 @@ class LoadRun:
     answers_s: float
     clients: int | None
     cores: float | None
+    #: the cores the rest of the host kept busy (its other programs), as busy threads
+    #: sharing the cores with the chain's bursts
     cpu_ns_per_request: float | None
     pools: dict[str, int]
     unsized: tuple[str, ...]
     in_flight: float
+    other_cores: float = 0.0
 
     @property
     def throughput_per_s(self) -> float:
@@ -194,12 +197,14 @@ def load_run(
     cpu_ns = None if cpu_ms_per_request is None else cpu_ms_per_request * _MS
     if cpu_ns is None and answer_rate > 0 and (chain_cores or host_busy):
         cpu_ns = (chain_cores or host_busy) / answer_rate * 1e9
+    others = 0.0
     if cores is None and host_cores:
         cores = min(host_cores)
         if chain_cores and host_busy > chain_cores:
             # What else kept the host busy (the collector, other programs) is taken
-            # to keep it busy as much after the change: fewer cores for the chain.
-            cores = max(cores - (host_busy - chain_cores), cores / 4)
+            # to keep it busy as much after the change: as many busy threads of theirs
+            # sharing the cores with the chain's.
+            others = min(host_busy - chain_cores, cores)
     unsized = tuple(sorted(seen_pools - set(sizes)))
     return LoadRun(
         templates=tuple(keep_unsized(t, unsized) for t in templates),
@@ -211,6 +216,7 @@ def load_run(
         answers_s=answers_s,
         clients=clients,
         cores=cores if cpu_ns is not None else None,
+        other_cores=others if cpu_ns is not None else 0.0,
         cpu_ns_per_request=cpu_ns if cores is not None else None,
         pools={k: v for k, v in sizes.items() if k in seen_pools},
         unsized=unsized,

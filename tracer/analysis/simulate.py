@@ -127,7 +127,7 @@ class _Sim:
     """The event loop: a heap of (time, order, thread), the CPU's running bursts and
     the pools' holders and queues."""
 
-    def __init__(self, cores: float, pools: dict[str, int]) -> None:
+    def __init__(self, cores: float, pools: dict[str, int], others: float = 0.0) -> None:
         if not cores > 0:
             raise ValueError(f"cores must be positive, got {cores!r}")
         for name, size in pools.items():
@@ -135,6 +135,7 @@ class _Sim:
                 raise ValueError(f"pool {name!r} must have at least one slot, got {size!r}")
         self.now = 0.0
         self.cores = float(cores)
+        self.others = float(others)
         self.heap: list[tuple[float, int, int, _Thread | None]] = []
         self.order = 0
         # CPU: running bursts' remaining work, when they were last brought up to date
@@ -154,7 +155,7 @@ class _Sim:
 
     # -- the CPU, processor sharing -------------------------------------------------
     def _rate(self) -> float:
-        n = len(self.running)
+        n = len(self.running) + self.others
         return 1.0 if n <= self.cores else self.cores / n
 
     def _catch_up(self) -> None:
@@ -162,7 +163,7 @@ class _Sim:
             done = (self.now - self.updated) * self._rate()
             for r in self.running:
                 self.running[r] -= done
-            self.cpu_busy += (self.now - self.updated) * min(len(self.running), self.cores)
+            self.cpu_busy += (self.now - self.updated) * len(self.running) * self._rate()
         self.updated = self.now
 
     def _reschedule(self) -> None:
@@ -227,6 +228,7 @@ def simulate(
     clients: int | None = None,
     arrival_per_s: float | None = None,
     schedule: Sequence[tuple[float, int]] | None = None,
+    others: float = 0.0,
     requests: int = 2000,
     warmup: int = 200,
     seed: int = 1,
@@ -235,7 +237,8 @@ def simulate(
     of ``clients``, an open loop of ``arrival_per_s`` requests a second (each following
     a template picked at random), or ``schedule``: (arrival time in ns, template index)
     of every request in time order, replayed as given (``requests`` + ``warmup`` is
-    then its length). Exactly one of the three.
+    then its length). Exactly one of the three. ``others``: busy threads of other
+    programs that share the cores with the requests' bursts all along.
 
     Raises:
         ValueError: no templates, not exactly one of ``clients``, ``arrival_per_s``
@@ -255,7 +258,7 @@ def simulate(
         raise ValueError(f"the schedule holds {len(schedule)} arrivals, not {total}")
     plans = [_Plan(t) for t in templates]
     rng = random.Random(seed)
-    sim = _Sim(cores, pools or {})
+    sim = _Sim(cores, pools or {}, others)
     sent = 0
     e2e: list[float] = []
     ttft: list[float | None] = []
