@@ -120,7 +120,7 @@ def test_an_open_mm1_above_capacity_grows_its_queue_linearly_and_is_replayed_as_
     # the measured run's median was seconds of queue.
     projected = project_load(run, Faster("gateway", 4))
     assert projected.overloaded is not None
-    assert "replayed once, as it happened" in projected.arrivals
+    assert "replayed as they came (overloaded" in projected.arrivals
     assert projected.before.p50 > 3000
     assert projected.simulated_before.p50 == pytest.approx(projected.before.p50, rel=0.15)
     assert projected.after.p50 < 100

@@ -31,7 +31,7 @@ from tracer.analysis.prepare import StageMap
 from tracer.analysis.scenario import Faster, Scenario
 from tracer.analysis.slo import Slo
 from tracer.analysis.traceset import TraceSet
-from tracer.analysis.whatif import WhatIf, with_load
+from tracer.analysis.whatif import RETIMED, WhatIf, with_load
 
 __all__ = ["MODELS", "Question", "answer"]
 
@@ -75,9 +75,7 @@ def answer(
         ConfigError, HoptraceError: ``--model load`` where the load model declines.
     """
     if question.model == "retime":
-        return replace(
-            result, model="retime", model_reason="each trace retimed on its own, as asked"
-        )
+        return replace(result, model="retime", model_reason=f"{RETIMED} (as asked)")
     change = scenario if scenario is not None else Faster(result.stage, result.speedup)
     try:
         if result.traces > MAX_REQUESTS:

@@ -11,9 +11,10 @@ with the change (a :class:`~tracer.analysis.scenario.Scenario`).
   each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
   per request falls as throughput rises (:data:`CPU_SCALING`).
 - **Arrivals.** A closed loop keeps its clients. An open loop replays the run's own
-  arrival times, over and over for a steady state; a run whose queue grew through it
-  (overloaded, :func:`~tracer.analysis.overload.queue_growth`) had none, and is
-  replayed once as it happened, its own arrivals over its own length.
+  arrivals once, as they came, each with the request that arrived then (the same
+  before and after): a finite run near its capacity is not its steady state, and a
+  run whose queue grew through it (overloaded,
+  :func:`~tracer.analysis.overload.overload`) had none.
 - **Calibration.** The run's own contention is not known in advance: the share of
   each stretch that was CPU stretched by contention is found by bisection, so that
   the simulated run as measured has the measured mean end-to-end time.
@@ -108,11 +109,9 @@ def _steps(
     return out
 
 
-def _run(
-    run: LoadRun, graphs: list[Graph], requests: int, seed: int, jam: Overload | None
-) -> Simulated:
-    """The simulated run: a closed loop of its clients; an open loop of its own
-    arrivals, again and again; or, overloaded, its own arrivals once."""
+def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulated:
+    """The simulated run: a closed loop of its clients (``requests`` after a warm-up),
+    or an open loop of its own arrivals, once, as they came."""
     cores, pools, others = run.cores or 1.0, run.pools, run.other_cores
     if run.clients:
         warmup = max(2 * run.clients, 50)
@@ -126,35 +125,18 @@ def _run(
             warmup=warmup,
             seed=seed,
         )
+    # An open loop: its own arrivals, once, as they came (a finite run near its
+    # capacity is not its steady state; an overloaded one has none).
     order = sorted(range(len(run.starts_s)), key=lambda i: run.starts_s[i])
-    if jam is not None:
-        schedule = [(run.starts_s[i] * 1e9, i) for i in order]
-        return simulate(
-            graphs,
-            cores=cores,
-            pools=pools,
-            schedule=schedule,
-            others=others,
-            requests=len(schedule),
-            warmup=0,
-        )
-    warmup = max(len(order) // 4, 50)
-    span = run.arrival_span_s * 1e9
-    wrap = span / max(len(order) - 1, 1)  # a mean gap between one pass and the next
-    schedule = []
-    lap = 0.0
-    while len(schedule) < requests + warmup:
-        for i in order:
-            schedule.append((lap + run.starts_s[i] * 1e9, i))
-        lap += span + wrap
+    schedule = [(run.starts_s[i] * 1e9, i) for i in order]
     return simulate(
         graphs,
         cores=cores,
         pools=pools,
-        schedule=schedule[: requests + warmup],
+        schedule=schedule,
         others=others,
-        requests=requests,
-        warmup=warmup,
+        requests=len(schedule),
+        warmup=0,
     )
 
 
@@ -194,13 +176,13 @@ def project_load(
         hi = 64.0
         for _ in range(14):
             mid = (lo + hi) / 2
-            got = np.mean(_run(run, _steps(run, None, mid), half, seed, jam).e2e_ns) / _MS
+            got = np.mean(_run(run, _steps(run, None, mid), half, seed).e2e_ns) / _MS
             if got > measured:
                 lo = mid
             else:
                 hi = mid
         stretch = (lo + hi) / 2
-    base = _run(run, _steps(run, None, stretch), requests, seed, jam)
+    base = _run(run, _steps(run, None, stretch), requests, seed)
     if jam is not None and _busiest(base, run) < SATURATED:
         # Replayed with no resource running out, the queue would stay in the requests'
         # times as if it were work, and a faster stage would shorten it.
@@ -208,13 +190,13 @@ def project_load(
             f"the run was overloaded ({jam.describe()}) and its traces do not say what ran "
             "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
         )
-    after = _run(run, _steps(run, scenario, stretch), requests, seed, jam)
+    after = _run(run, _steps(run, scenario, stretch), requests, seed)
     if run.cpu_ns_per_request and run.cores and CPU_SCALING:
         # The CPU per request at the throughput the change reaches (a fixed point).
         for _ in range(4):
             ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
             cpu = run.cpu_ns_per_request * ratio**-CPU_SCALING
-            after = _run(run, _steps(run, scenario, stretch, cpu), requests, seed, jam)
+            after = _run(run, _steps(run, scenario, stretch, cpu), requests, seed)
     base_ms = np.array(base.e2e_ns) / _MS
     after_ms = np.array(after.e2e_ns) / _MS
     before = stats(run.e2e_ms)
@@ -235,9 +217,12 @@ def project_load(
     if run.clients:
         arrivals = f"a closed loop of {run.clients} clients"
     elif jam is not None:
-        arrivals = f"the run's own arrivals replayed once, as it happened ({jam.describe()})"
+        arrivals = f"the run's own arrivals replayed as they came ({jam.describe()})"
     else:
-        arrivals = f"an open loop of the run's own arrivals ({run.arrival_per_s:.1f} requests/s)"
+        arrivals = (
+            f"an open loop of the run's own arrivals ({run.arrival_per_s:.1f} requests/s), "
+            "replayed as they came"
+        )
     limits: tuple[tuple[str, float], ...] = ()
     attainment = goodput = None
     if slo is not None:
