@@ -25,9 +25,10 @@ from tracer._json_export import _value as otlp_value  # the exporter's own encod
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.execution import attribute as attribute_module
 from tracer.analysis.execution.shapes import FIELDS
+from tracer.analysis.prepare import prepare
 from tracer.analysis.query import Query
 from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
-from tracer.spans.model import Span
+from tracer.spans.model import Span, Warnings
 
 T0 = 1_760_000_000_000_000_000
 MS = 1_000_000
@@ -396,3 +397,38 @@ def test_a_split_value_is_the_earliest_carriers_on_both_paths(tmp_path):
     assert taken >= 30
     assert "('" + f"{2:032x}', '7')" in batched[2]  # trace 2 (i = 1): the value at auth
     assert "('" + f"{1:032x}', '(none)')" in batched[2]  # trace 1 (i = 0): no carrier
+
+
+def test_servers_past_their_client_on_one_host_or_another_agree_in_batches(tmp_path):
+    """The app's server span ends 1 ms after the gateway's CLIENT span: on the
+    gateway's host (one clock, a stream's tail: the CLIENT span is widened) or on
+    another (clock skew: shifted back inside); the batches take both and agree."""
+    traces = [([], [0.2 + 0.7 * ((i * 37 + k * 11) % 10) / 10 for k in range(len(_CHAIN))])
+              for i in range(40)]  # fmt: skip
+    path = _write(tmp_path / "spans.jsonl", traces)
+    objs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    spans = [s for o in objs for rs in o["resourceSpans"] for s in rs["scopeSpans"][0]["spans"]]
+    client_end = {
+        s["traceId"]: int(s["endTimeUnixNano"]) for s in spans if s["spanId"] == f"{5:016x}"
+    }
+    for s in spans:
+        number = int(s["traceId"], 16) - 1
+        if s["name"] == "POST /v1/chat":
+            s["attributes"].append({"key": "host.name", "value": otlp_value("a")})
+        elif s["name"] == "POST /generate":
+            host = "b" if number % 2 else "a"
+            s["attributes"].append({"key": "host.name", "value": otlp_value(host)})
+            s["endTimeUnixNano"] = str(client_end[s["traceId"]] + MS)
+    path.write_bytes(b"\n".join(map(orjson.dumps, objs)) + b"\n")
+    scalar, batched, taken = _both(path)
+    assert batched == scalar
+    assert taken >= 3 * (20 - 1)  # the one-host traces (skewed ones go scalar, as ever)
+    for trace_id, spans in load([str(path)]).traces.items():
+        issues = Warnings()
+        prepared = prepare(trace_id, spans, issues)
+        assert prepared is not None
+        if (int(trace_id, 16) - 1) % 2:  # another host: the app's five spans shifted
+            assert issues.skew_adjusted >= 5 and not prepared.one_clock
+        else:  # one host: nothing shifted, the gateway's CLIENT span widened
+            assert issues.skew_adjusted == 0 and prepared.one_clock == {5}
+            assert prepared.end[4] == prepared.end[5]

@@ -2,7 +2,8 @@
 
 :func:`prepare` de-duplicates spans, finds the root, re-parents orphans, drops spans
 caught in parent cycles, widens CLIENT spans that a remote child streams past,
-corrects clock skew, and resolves each span's stage and network hop.
+corrects clock skew between hosts (services on one host share its clock), and resolves
+each span's stage and network hop.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ class PreparedTrace:
     #: The outermost prefill/decode coordinator span (llm-d's P/D proxy with its own
     #: time to first token), or -1.
     coordinator: int = -1
+    #: The remote children that end past their parent on their parent's host: one
+    #: clock, so not skew (``docs/analysis.md``, the dependency model, rule 6).
+    one_clock: frozenset[int] = frozenset()
 
     @property
     def e2e_ns(self) -> int:
@@ -137,7 +141,7 @@ def prepare(
             children[i] = [c for c in children[i] if c in keep]
     start = [s.start_ns for s in spans]
     end = [s.end_ns for s in spans]
-    _fix_clocks(spans, order, children, start, end, issues)
+    one_clock = _fix_clocks(spans, order, children, start, end, issues)
     stage, hop, engines, followers = _resolve_stages(
         spans, order, parent, children, root, stage_map
     )
@@ -149,6 +153,8 @@ def prepare(
             children[parent[i]].append(i)
     trace = PreparedTrace(trace_id, spans, root, parent, children, start, end, stage, hop, order)
     trace.blocking = blocking_of(spans, parent)
+    if one_clock:
+        trace.one_clock = frozenset(one_clock)
     for e in engines:
         if attrs.LLMD_TRUE_TTFT_MS in spans[e].attributes:
             trace.coordinator = e
@@ -179,6 +185,17 @@ def _differs(a: Span, b: Span) -> bool:
     )
 
 
+def _service_hosts(spans: Sequence[Span]) -> dict[str, str]:
+    """Each service's ``host.name`` in one trace, as its spans carry it (hoptrace's
+    server spans repeat it from the resource); a service seen on two hosts has none."""
+    hosts: dict[str, str | None] = {}
+    for s in spans:
+        host = s.attributes.get(attrs.HOST_NAME)
+        if isinstance(host, str) and host:
+            hosts[s.service] = host if hosts.get(s.service, host) == host else None
+    return {service: host for service, host in hosts.items() if host is not None}
+
+
 def _fix_clocks(
     spans: list[Span],
     order: list[int],
@@ -186,7 +203,12 @@ def _fix_clocks(
     start: list[int],
     end: list[int],
     issues: Warnings,
-) -> None:
+) -> set[int]:
+    """Widen CLIENT spans that a remote child streams past and shift the remote
+    children of another host's clock into their parents; the remote children found
+    past their parent on its own host, which keep their times."""
+    hosts: dict[str, str] | None = None
+    one_clock: set[int] = set()
     for p in order:
         kids = children[p]
         if not kids:
@@ -195,17 +217,28 @@ def _fix_clocks(
         remote = [c for c in kids if spans[c].service != service]
         if not remote:
             continue
+        outside = [c for c in remote if start[c] < start[p] or end[c] > end[p]]
+        if not outside:
+            continue
+        if hosts is None:
+            hosts = _service_hosts(spans)
+        host = hosts.get(service)
+        if host is not None:
+            # One host, one clock: a child past its parent is a stream's tail (the
+            # client stopped at the last event while the server finished), not skew.
+            one_clock.update(c for c in outside if hosts.get(spans[c].service) == host)
         if spans[p].kind == KIND_CLIENT:
             # A CLIENT span that ended at the response headers while the server streamed
             # on: a remote child that starts inside it and is longer than it. (One that
-            # is shorter but ends later is clock skew: it is centred below.)
-            for c in remote:
+            # is shorter but ends later is clock skew, centred below, unless both run on
+            # one host.)
+            for c in outside:
                 if start[p] <= start[c] <= end[p] < end[c] and (
-                    end[c] - start[c] > end[p] - start[p]
+                    end[c] - start[c] > end[p] - start[p] or c in one_clock
                 ):
                     end[p] = end[c]
-        for c in remote:
-            if start[c] >= start[p] and end[c] <= end[p]:
+        for c in outside:
+            if c in one_clock or (start[c] >= start[p] and end[c] <= end[p]):
                 continue
             if spans[p].kind == KIND_PRODUCER or spans[c].kind == KIND_CONSUMER:
                 continue  # messaging: the consumer need not run inside the producer
@@ -224,6 +257,7 @@ def _fix_clocks(
                 end[i] += delta
                 issues.skew_adjusted += 1
                 stack.extend(k for k in children[i] if spans[k].service == c_service)
+    return one_clock
 
 
 def _remote_below(spans: list[Span], order: list[int], parent: list[int]) -> list[bool]:
