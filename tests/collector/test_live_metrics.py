@@ -3,6 +3,7 @@ text at GET /metrics, summed for hoptrace top at GET /live, pushed by OTLP when 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -192,6 +193,32 @@ def test_live_sums_the_window_per_model(live):
     assert row["ttft_p50_ms"] == pytest.approx(42.0)
     assert sum(row["shares"].values()) == pytest.approx(1.0)
     assert row["output_tokens_per_s"] == pytest.approx(30 / 60)
+
+
+def test_top_fits_80_columns_with_whole_labels_and_units(live):
+    """``hoptrace top`` piped or in a default terminal: every line within 80 columns,
+    the route whole, nothing cut with an ellipsis, the times' unit in the title, and
+    the shares on a line of their own."""
+    send_chat_trace(live.endpoint)
+    wait_for(
+        live.endpoint + "/metrics", "hoptrace_live_traces_attributed_total", {"how": "complete"}, 1
+    )
+    top = subprocess.run(
+        [sys.executable, "-m", "tracer.cli", "top", "--collector", live.endpoint, "--once"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert top.returncode == 0, top.stderr
+    lines = [line.rstrip() for line in top.stdout.splitlines()]
+    assert max(map(len, lines)) <= 80 and "\u2026" not in top.stdout
+    assert "by route; times in ms" in lines[0]
+    assert lines[1].split() == "route traces P50 P90 TTFT P50 TTFT P90 tok/s errors".split()
+    row = next(line for line in lines if line.startswith("/v1/chat/completions "))
+    assert row.split()[1:4] == ["1", "100", "100"]
+    shares = lines[lines.index("critical-path share") + 1]
+    assert shares.split()[0] == "/v1/chat/completions" and "inference\u00a085%" in shares
 
 
 def test_sampled_traces_count_for_the_traffic_they_stand_for(live):

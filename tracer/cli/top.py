@@ -53,39 +53,64 @@ def fetch_window(
 
 
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    """A time or rate in a narrow column: tenths below 100, whole numbers above."""
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
 def window_table(summary: dict[str, Any]) -> Any:
-    """A rich Table of one :func:`fetch_window` answer."""
+    """One :func:`fetch_window` answer for the terminal: a table of the figures (times
+    in ms), then each row's largest critical-path shares on a line of their own, so
+    that both fit in 80 columns."""
+    from rich import box
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     by = summary["by"]
     traces = f"{summary['traces']} traces"
     estimated = summary.get("estimated_traces", summary["traces"])
     if round(estimated) != summary["traces"]:  # sampled: the traffic they stand for
         traces += f" (standing for {estimated:,.0f})"
-    table = Table(title=f"last {summary['window_s']:g} s: {traces}, by {by}", title_justify="left")
-    table.add_column(by)
-    for name in ("traces", "P50 ms", "P90 ms", "TTFT P50", "TTFT P90", "tok/s", "errors"):
-        table.add_column(name, justify="right")
-    table.add_column("critical-path share")
+    table = Table(
+        title=f"last {summary['window_s']:g} s: {traces}, by {by}; times in ms",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column(by, overflow="fold", min_width=8)
+    for name in ("traces", "P50", "P90", "TTFT P50", "TTFT P90", "tok/s", "errors"):
+        table.add_column(name, justify="right", no_wrap=True)
+    shares = Table(
+        title="critical-path share",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+        show_header=False,
+    )
+    shares.add_column(by, overflow="fold", min_width=8)
+    shares.add_column("shares", overflow="fold")
     for row in summary["rows"]:
-        shares = list(row["shares"].items())[:_SHARES_SHOWN]
+        label = str(row[by])
         table.add_row(
-            str(row[by]),
-            str(row["traces"]),
+            label,
+            f"{row['traces']:,}",
             _ms(row["e2e_p50_ms"]),
             _ms(row["e2e_p90_ms"]),
             _ms(row["ttft_p50_ms"]),
             _ms(row["ttft_p90_ms"]),
-            f"{row['output_tokens_per_s']:,.1f}",
+            _ms(row["output_tokens_per_s"]),
             f"{row['error_rate'] * 100:.1f}%",
-            "  ".join(f"{stage} {share * 100:.0f}%" for stage, share in shares),
         )
+        top = list(row["shares"].items())[:_SHARES_SHOWN]
+        shares.add_row(label, "  ".join(f"{stage}\u00a0{share:.0%}" for stage, share in top))
     if not summary["rows"]:
         table.caption = "no trace attributed in the window yet"
-    return table
+        return table
+    return Group(table, Text(""), shares)
 
 
 @click.command()
