@@ -9,7 +9,8 @@ import pytest
 from tracer.analysis import TraceSet, analyze, exemplar_waterfalls, what_if
 from tracer.analysis.prepare import prepare
 from tracer.analysis.render import Report, to_html
-from tracer.analysis.render.svg import legend, nice_step, waterfall_svg
+from tracer.analysis.render.sections import shown_groups
+from tracer.analysis.render.svg import legend, nice_step, stage_colour, waterfall_svg
 from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.waterfall import projected_waterfall, waterfall
 from tracer.spans.model import Warnings
@@ -93,7 +94,11 @@ def test_waterfall_svg_prints_round_ticks_durations_and_the_critical_path():
     assert ">1,600.0 ms (60.0 on the path)</text>" in svg  # the root, mostly waiting
     assert ">1,000.0 ms</text>" in svg  # inference, all of it on the path
     assert svg.count('class="critical"') == svg.count('class="critical-line"') > 5
-    assert 'fill-opacity="0.35"' in svg  # the muted whole bar under the critical stretches
+    # The whole bar outlined in its stage's colour under the critical stretches, not a
+    # faded fill (a faded inference bar would read as inference.queue's lighter shade).
+    inference = stage_colour("inference")
+    assert f'fill="#ffffff" stroke="{inference}"' in svg
+    assert 'fill-opacity="0.35"' not in svg.replace('fill="url(#net-0)" fill-opacity', "")
 
 
 def test_legends_follow_the_canonical_stage_order_and_name_every_pattern():
@@ -143,3 +148,23 @@ def test_whatif_after_bar_is_labelled_with_shares_of_the_new_total():
     assert labels["network"] == f"{dict(w.after_groups)['network'] * 100:.0f}"
     assert 28 <= int(labels["network"]) <= 30
     assert f"network {labels['network']}%" in page
+
+
+def test_an_engine_phase_of_no_time_is_neither_drawn_nor_in_the_legend():
+    """An engine that reports a queue it did not use: the tables leave
+    ``inference.queue`` out, and so does the page (no 0.0 ms row, no legend entry)."""
+    traces = TraceSet()
+    for i in range(5):
+        traces.add(
+            chain_trace(
+                f"{i + 1:032x}", T0 + i * 5000 * MS, SEED_MS, engine_ms=(0.02, 140.0, 700.0)
+            )
+        )
+    result = analyze(traces)
+    assert shown_groups(result)[1] == ["inference.queue"]  # the tables' "left out"
+    (p50, *_) = exemplar_waterfalls(result, traces)
+    stages = [row.stage for row in p50.rows]
+    assert "inference.prefill" in stages and "inference.decode" in stages
+    assert "inference.queue" not in stages and p50.hidden == 0
+    page = to_html(Report(title="t", analysis=result, waterfalls=[p50]))
+    assert 'data-stage="inference.queue"' not in page and "</i>inference.queue<" not in page

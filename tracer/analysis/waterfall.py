@@ -112,6 +112,10 @@ def projected_waterfall(
     return out
 
 
+#: A phase shorter than this prints as 0.0 ms: not drawn.
+_EMPTY_NS = 50_000
+
+
 def _layout(
     trace: PreparedTrace,
     label: str,
@@ -130,8 +134,14 @@ def _layout(
         sections.setdefault(s, []).append(((lo - shift) / 1e6, (hi - shift) / 1e6))
     rows: list[WaterfallRow] = []
     stack = [(trace.root, 0)]
+    # An engine phase of no measurable time (a queue the engine reports but did not
+    # use) is not drawn, as the tables leave such a sub-stage out.
+    phases_from, empty = len(trace.spans) - trace.synthetic, 0
     while stack and len(rows) < max_rows:
         i, depth = stack.pop()
+        if i >= phases_from and end[i] - start[i] < _EMPTY_NS:
+            empty += 1
+            continue
         span = trace.spans[i]
         mine = sections.get(i, [])
         row = WaterfallRow(
@@ -165,7 +175,7 @@ def _layout(
         )
         stack.extend((c, depth + 1) for c in kids)
     e2e_ms = (end[trace.root] - start[trace.root]) / 1e6
-    return Waterfall(label, trace.trace_id, e2e_ms, rows, len(drawn) - len(rows))
+    return Waterfall(label, trace.trace_id, e2e_ms, rows, len(drawn) - len(rows) - empty)
 
 
 def exemplar_waterfalls(

@@ -74,7 +74,7 @@ WATERFALL_KEYS = (
         "network span, while the service it calls runs",
     ),
     (f"background:{STAGE_COLOURS['network']}", "network: time on the wire between services"),
-    ("background:#8a8f99;opacity:0.35", "faded: off the critical path"),
+    ("background:#fff;box-shadow:inset 0 0 0 1.5px #5b6475", "outlined: off the critical path"),
     ("background:#1d2330;height:4px;vertical-align:2px", "dark line: on the critical path"),
 )
 
@@ -157,8 +157,9 @@ def stacked_bars(
 
 
 def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
-    """One waterfall: every span's bar faded, the stretches of the critical path it holds
-    in full colour with a dark line on them (as Jaeger's UI marks the path), its
+    """One waterfall: every span's bar outlined in its stage's colour, the stretches of
+    the critical path it holds filled with it and a dark line on them (as Jaeger's UI
+    marks the path; a faded fill would read as a lighter sub-stage's colour), its
     duration printed beside it, round ticks on the time axis."""
     label_w, row_h, top = 330, 20, 22
     plot_w = width - label_w - 20
@@ -203,10 +204,15 @@ def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
         x, duration = px(row.start_ms), row.end_ms - row.start_ms
         w = max(1.0, plot_w * duration / span_ms)
         colour = net if row.gaps else stage_colour(row.stage)
-        fill = f"url(#{pattern})" if row.gaps else colour
+        # A network span hatched and faded; any other outlined in its stage's colour.
+        paint = (
+            f'fill="url(#{pattern})" fill-opacity="0.35"'
+            if row.gaps
+            else f'fill="#ffffff" stroke="{colour}" stroke-width="1.5"'
+        )
         parts.append(
             f'<rect x="{x:.2f}" y="{y + 3}" width="{w:.2f}" height="{row_h - 6}" rx="2" '
-            f'fill="{fill}" fill-opacity="0.35" data-stage="{escape(row.stage)}">'
+            f'{paint} data-stage="{escape(row.stage)}">'
             f"<title>{escape(row.stage)} · {escape(row.name)}: "
             f"{fmt_ms(duration)} ms, {fmt_ms(row.critical_ms)} ms on the critical "
             "path</title></rect>"
