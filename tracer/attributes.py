@@ -193,9 +193,11 @@ GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 GEN_AI_TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 #: Prompt tokens read from the provider's or engine's prefix cache (int).
 GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
-#: Prompt tokens written to the prefix cache (int); ``cache_creation`` before the rename.
-GEN_AI_CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
+#: Prompt tokens written to the provider's cache (int), part of ``input_tokens``: the
+#: registry's key. ``cache_write`` is in no release of the registry; it is still read
+#: where an early draft's instrumentation wrote it (docs/conventions.md).
 GEN_AI_CACHE_CREATION_TOKENS = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_CACHE_WRITE_TOKENS = "gen_ai.usage.cache_write.input_tokens"
 #: Cached prompt tokens under other names: the usage field ``cached_tokens`` (llm-d's
 #: gateway span; many SDK instrumentations), OpenInference's prompt details.
 GEN_AI_CACHED_TOKENS = "gen_ai.usage.cached_tokens"

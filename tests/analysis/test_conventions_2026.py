@@ -59,7 +59,7 @@ def _genai() -> dict:
         attrs.GEN_AI_INPUT_TOKENS: 1000,
         attrs.GEN_AI_OUTPUT_TOKENS: 40,
         attrs.GEN_AI_CACHE_READ_TOKENS: 800,
-        attrs.GEN_AI_CACHE_WRITE_TOKENS: 200,
+        attrs.GEN_AI_CACHE_CREATION_TOKENS: 200,
         attrs.GEN_AI_REASONING_TOKENS: 12,
     }
     chat1 = span("chat gpt-4o", CLIENT, 5, 40.125, agent, usage)
@@ -303,7 +303,10 @@ def test_the_batches_give_the_scalar_answer_on_every_convention(tmp_path):
     the scalar path's (``HOPTRACE_BATCH=off``) byte for byte. The llm-d coordinator's
     own time to first token differs from trace to trace (the batches read it per
     trace)."""
-    builders = [_genai, _vllm_new, _litellm, _llmd, _sglang, _dynamo]
+    builders = [
+        _genai, _vllm_new, _litellm, _llmd, _sglang, _dynamo, _litellm_v2, _llmd_sidecar,
+        lambda: _llmd_sidecar(parallel=True),
+    ]  # fmt: skip
     lines = []
     for b, build in enumerate(builders):
         for k in range(30):
@@ -314,7 +317,161 @@ def test_the_batches_give_the_scalar_answer_on_every_convention(tmp_path):
     scalar, batched, taken = _both(path)
     assert batched == scalar
     # each of the three outputs batches all but the first trace or two of each shape
-    assert taken >= 3 * 6 * (30 - 2)
+    assert taken >= 3 * len(builders) * (30 - 2)
     coordinator = orjson.loads(batched[0])["coordinator_ttft_ms"]
-    assert coordinator["n"] == 30
+    assert coordinator["n"] == 60  # the proposal's shape and the sidecar's serial one
     assert coordinator["min"] == 30.0 and coordinator["max"] == 37.25
+
+
+# -- The sources' shapes of 2026 (docs/conventions.md names each path and commit) -------
+
+
+def _llmd_sidecar(parallel: bool = False) -> dict:
+    """llm-d-router's sidecar (``pkg/sidecar/proxy``): the otelhttp server span
+    ``llm_d.pd_proxy.<METHOD> <path>`` (``proxy_helpers.go``), ``forward_request`` a
+    SERVER span below it (``chat_completions.go``). Serial (``connector_nixlv2.go``):
+    ``prefill`` then ``decode`` started from prefill's context, the summary durations on
+    the decode span in whole milliseconds. Parallel dispatch: ``llm_d.pd_proxy.prefill``
+    and ``llm_d.pd_proxy.decode``, concurrent siblings."""
+    to_proxy = span("HTTP POST", CLIENT, 4, 99.5)
+    proxy = span("llm_d.pd_proxy.POST /v1/chat/completions", SERVER, 4.5, 99, to_proxy)
+    forward = span(
+        "forward_request", SERVER, 4.75, 98.75, proxy,
+        {"llm_d.pd_proxy.connector": "nixlv2", "llm_d.pd_proxy.disaggregation_used": True},
+    )  # fmt: skip
+    names = (
+        ("llm_d.pd_proxy.prefill", "llm_d.pd_proxy.decode") if parallel else ("prefill", "decode")
+    )
+    prefill = span(names[0], INTERNAL, 5, 35, forward)
+    to_p = span("HTTP POST", CLIENT, 5.25, 34.75, prefill)
+    vllm_p = span(
+        "llm_request", SERVER, 5.5, 34.5, to_p,
+        {attrs.GEN_AI_LATENCY_TTFT: 0.028, attrs.GEN_AI_LATENCY_QUEUE: 0.002,
+         attrs.GEN_AI_LATENCY_PREFILL: 0.026},
+    )  # fmt: skip
+    if parallel:
+        summary = {"llm_d.pd_proxy.parallel_dispatch": True}
+        decode = span(names[1], INTERNAL, 5.5, 98.5, forward, summary)
+        forward["attributes"].append(
+            {"key": "llm_d.pd_proxy.total_duration_ms", "value": {"doubleValue": 94.0}}
+        )
+    else:
+        summary = {
+            "llm_d.pd_proxy.total_duration_ms": 94.0,  # whole ms, truncated (Milliseconds())
+            "llm_d.pd_proxy.true_ttft_ms": 31.0,  # sidecar entry 4.75 to decode dispatch 36.5
+            "llm_d.pd_proxy.prefill_duration_ms": 30.0,
+            "llm_d.pd_proxy.decode_duration_ms": 62.0,
+            "llm_d.pd_proxy.coordinator_overhead_ms": 1.0,  # 35 to 36.5, truncated
+        }
+        decode = span(names[1], INTERNAL, 36.5, 98.5, prefill, summary)
+    start_d = 5.75 if parallel else 36.75
+    to_d = span("HTTP POST", CLIENT, start_d, 98.25, decode)
+    vllm_d = span(
+        "llm_request", SERVER, start_d + 0.25, 98, to_d,
+        {attrs.GEN_AI_LATENCY_TTFT: 0.004, attrs.GEN_AI_LATENCY_DECODE: 98 - start_d - 4.25},
+    )  # fmt: skip
+    if not parallel:
+        vllm_d["attributes"][1]["value"] = {"doubleValue": 0.057}
+    return {
+        "gateway": [to_proxy],
+        "llm-d-pd-proxy": [proxy, forward, prefill, to_p, decode, to_d],
+        "vllm-prefill": [vllm_p],
+        "vllm-decode": [vllm_d],
+    }
+
+
+def test_llmd_sidecar_summary_on_the_decode_span_keeps_decode_a_phase_after_prefill(tmp_path):
+    # The summary durations on decode must not make it an engine request of its own:
+    # then decode and its vLLM span would sit outside prefill, off the critical path,
+    # and the proxy's time would all be "inference" own time.
+    _, trace, b = _one(tmp_path, "a7" * 16, _llmd_sidecar())
+    assert _stage_of(trace, "decode") == "inference.decode"
+    assert _stage_of(trace, "prefill") == "inference.prefill"
+    names = [s.name for s in trace.spans]
+    decode, prefill = names.index("decode"), names.index("prefill")
+    assert trace.parent[decode] == trace.parent[prefill] == names.index("forward_request")
+    assert _us(b.groups) == {
+        "network": 1_000 + 500 + 500,  # to the proxy, and each engine's CLIENT span's
+        "inference": 500 + 2_000 + 1_000 + 4_000,  # proxy, forward_request, each vLLM
+        "inference.queue": 2_000,
+        "inference.prefill": 500 + 26_000,  # the prefill span's own, the engine's prefill
+        "inference.decode": 500 + 57_000,
+    }
+    assert b.coordinator_ttft_ns == 31_000_000  # true_ttft_ms, read off the decode span
+    assert b.model_ttft_ns == 4_000_000
+
+
+def test_llmd_parallel_dispatch_keeps_prefill_and_decode_concurrent(tmp_path):
+    # Both legs start together: decode is not put after prefill, and prefill, running
+    # beside the longer decode, is off the critical path.
+    _, trace, b = _one(tmp_path, "a8" * 16, _llmd_sidecar(parallel=True))
+    names = [s.name for s in trace.spans]
+    decode = names.index("llm_d.pd_proxy.decode")
+    prefill = names.index("llm_d.pd_proxy.prefill")
+    assert trace.parent[decode] == trace.parent[prefill]
+    assert trace.start[decode] < trace.end[prefill]  # concurrent, as recorded
+    groups = _us(b.groups)
+    assert "inference.prefill" not in groups and "inference.queue" not in groups
+    assert groups["inference.decode"] == 500 + 88_000  # the decode span's own, the engine's decode
+    assert sum(groups.values()) == 95_500
+    assert b.coordinator_ttft_ns is None  # the parallel path writes no true_ttft_ms
+
+
+def _litellm_v2() -> dict:
+    """LiteLLM's OTel v2 tree (``litellm/integrations/otel/model/spans.py``): the
+    instrumentor's SERVER span, the ``auth {route}`` phase span
+    (``litellm/proxy/auth/user_api_key_auth.py``) with its key lookup (a CLIENT DB call)
+    below it, a guardrail, the LLM call, and the spend write, a CLIENT span named
+    ``{service} {call_type}``; ``router`` is metrics-only and never a span."""
+    root = span("Received Proxy Server Request", SERVER, 0, 50)
+    auth = span("auth /v1/chat/completions", INTERNAL, 0.5, 2.25, root)
+    lookup = span(
+        "postgres.select LiteLLM_VerificationToken", CLIENT, 0.75, 2, auth,
+        {"db.system.name": "postgresql"},
+    )  # fmt: skip
+    guard = span("execute_guardrail presidio-pii", INTERNAL, 2.5, 6, root)
+    chat = span(
+        "chat gpt-4o", CLIENT, 7, 45, root,
+        {"gen_ai.operation.name": "chat", attrs.GEN_AI_INPUT_TOKENS: 30},
+    )  # fmt: skip
+    write = span(
+        "batch_write_to_db insert_spend_logs", CLIENT, 45.5, 49, root,
+        {"db.system.name": "postgresql"},
+    )  # fmt: skip
+    return {"litellm": [root, auth, lookup, guard, chat, write]}
+
+
+def test_litellm_v2_spend_write_is_postprocess_and_auth_takes_its_lookups(tmp_path):
+    _, trace, b = _one(tmp_path, "c7" * 16, _litellm_v2())
+    assert _us(b.groups) == {
+        "gateway": 3_250,  # the server span's own time
+        "auth": 1_750,  # with the key lookup below it
+        "guardrail": 3_500,
+        "inference": 38_000,
+        "postprocess": 3_500,
+    }
+    assert _stage_of(trace, "batch_write_to_db insert_spend_logs") == "postprocess"
+    assert _stage_of(trace, "postgres.select LiteLLM_VerificationToken") == "auth"
+
+
+def test_genai_cache_creation_tokens_are_not_cached_prompt_tokens(tmp_path):
+    """``gen_ai.usage.cache_read.input_tokens`` (part of ``input_tokens``) are the cached
+    prompt tokens; ``cache_creation.input_tokens`` beside it were written, not read."""
+    call = span(
+        "chat claude", CLIENT, 0, 10, None,
+        {"gen_ai.operation.name": "chat", attrs.GEN_AI_INPUT_TOKENS: 5120,
+         attrs.GEN_AI_CACHE_READ_TOKENS: 4500, attrs.GEN_AI_CACHE_CREATION_TOKENS: 500},
+    )  # fmt: skip
+    _, _, b = _one(tmp_path, "c8" * 16, {"agent": [call]})
+    assert (b.input_tokens, b.cached_tokens) == (5120, 4500)
+
+
+def test_sglang_req_span_cached_tokens_are_read(tmp_path):
+    call = span("POST /generate", CLIENT, 0, 20)
+    req = span(
+        "Req 3f2a9c1d", INTERNAL, 1, 19, call,
+        {"rid": "3f2a9c1d5e", attrs.GEN_AI_PROMPT_TOKENS: 256, attrs.GEN_AI_CACHED_TOKENS: 192},
+    )  # fmt: skip
+    _, trace, b = _one(tmp_path, "e7" * 16, {"client": [call], "sglang": [req]})
+    assert _stage_of(trace, "Req 3f2a9c1d") == "inference"
+    assert (b.input_tokens, b.cached_tokens) == (256, 192)

@@ -155,10 +155,13 @@ def prepare(
     trace.blocking = blocking_of(spans, parent)
     if one_clock:
         trace.one_clock = frozenset(one_clock)
-    for e in engines:
-        if attrs.LLMD_TRUE_TTFT_MS in spans[e].attributes:
-            trace.coordinator = e
-            break
+    if engines:
+        # llm-d's sidecar writes its time to first token on the decode span, below the
+        # engine request; the outermost span of inference that carries it.
+        for i in order:
+            if stage[i].startswith(_INFERENCE) and attrs.LLMD_TRUE_TTFT_MS in spans[i].attributes:
+                trace.coordinator = i
+                break
     if engines:
         _add_engine_phases(trace, engines)
     return trace
