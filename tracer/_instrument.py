@@ -254,7 +254,7 @@ class _TracedStream:
     def __iter__(self) -> Iterator[bytes]:
         try:
             for chunk in self._inner:
-                if chunk and self._chunks == 0:
+                if chunk and self._chunks == 0 and self._holder["streamed"]:
                     mark_first_token(self._holder["span"], self._holder["start_ns"])
                 if chunk:
                     self._chunks += 1
@@ -286,7 +286,7 @@ class _TracedAsyncStream:
     async def __aiter__(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self._inner:
-                if chunk and self._chunks == 0:
+                if chunk and self._chunks == 0 and self._holder["streamed"]:
                     mark_first_token(self._holder["span"], self._holder["start_ns"])
                 if chunk:
                     self._chunks += 1
@@ -306,6 +306,21 @@ class _TracedAsyncStream:
             await self._inner.aclose()
         finally:
             self._end()
+
+
+#: Media types of a streamed body (server-sent events, JSON lines).
+_STREAM_TYPES = frozenset(
+    {"text/event-stream", "application/x-ndjson", "application/jsonl", "application/json-seq"}
+)
+
+
+def _streamed(headers: Any) -> bool:
+    """Whether a response streams its body: a stream's media type, or no length given
+    (chunked). A body of known length that is not a stream (a JSON answer) has no first
+    token: its first chunk comes with its end, and marking it would report the whole
+    exchange as the time to first token."""
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media in _STREAM_TYPES or "content-length" not in headers
 
 
 def _end_span(holder: dict[str, Any], chunks: int) -> None:
@@ -330,11 +345,12 @@ def _wrap_response(response: Any, module: ModuleType, is_async: bool) -> Any:
     holder = response.extensions.pop(_EXT_KEY, None)
     if holder is None:
         return response
+    holder["streamed"] = _streamed(response.headers)
     if getattr(response, "is_closed", False):
         # The body was read with the headers (a response built in memory, as mock
         # transports give): no stream will end the span, so it ends here.
         chunks = 1 if response.content else 0
-        if chunks:
+        if chunks and holder["streamed"]:
             mark_first_token(holder["span"], holder["start_ns"])
         _end_span(holder, chunks)
         return response
@@ -405,7 +421,9 @@ def instrument_httpx(client: C, tracer_provider: TracerProvider | None = None) -
     """Instrument a sync or async httpx or httpx2 client in place and return it.
 
     Its CLIENT spans propagate W3C trace context, cover the whole exchange (a streamed
-    body included) and carry the first-token mark of the first body chunk. The client
+    body included) and carry the first-token mark of the first body chunk of a streamed
+    response (``text/event-stream``, JSON lines, or a body of no stated length; a JSON
+    answer of known length has no first token). The client
     can be handed to other libraries, e.g. ``openai.OpenAI(http_client=client)``.
 
     Args:

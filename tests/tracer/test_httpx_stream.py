@@ -64,6 +64,12 @@ def server():
 
         return StreamingResponse(body(), media_type="text/plain")
 
+    @app.post("/v1/answer")
+    async def answer(request: Request) -> dict:
+        seen.append(request.headers.get("traceparent", ""))
+        await asyncio.sleep(GAP_S)
+        return {"choices": [{"message": {"content": "".join(WORDS)}}]}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> StreamingResponse:
         seen.append(request.headers.get("traceparent", ""))
@@ -220,24 +226,45 @@ def test_a_failed_request_ends_its_client_span_with_the_error_and_the_context_re
 @pytest.mark.parametrize("module", [httpx, httpx2], ids=["httpx", "httpx2"])
 def test_a_response_built_in_memory_ends_its_client_span(module: ModuleType):
     # A mock transport's response has its body read before the client sees it: no
-    # stream is left to end the span, which must end anyway (it never did before).
+    # stream is left to end the span, which must end anyway (it never did before). Only
+    # the event stream's body is a first token; the JSON answer's is not.
     def handler(request):
         if request.url.path == "/empty":
             return module.Response(204)
+        if request.url.path == "/sse":
+            return module.Response(
+                200, content=b"data: hi\n\n", headers={"content-type": "text/event-stream"}
+            )
         return module.Response(200, json={"ok": True})
+
+    paths = ("/empty", "/j", "/sse")
 
     async def both_async() -> list[int]:
         async with module.AsyncClient(transport=module.MockTransport(handler)) as client:
             tracer.instrument_httpx(client)
-            return [(await client.get(f"http://mock{p}")).status_code for p in ("/empty", "/j")]
+            return [(await client.get(f"http://mock{p}")).status_code for p in paths]
 
     with capture_spans() as captured:
         with module.Client(transport=module.MockTransport(handler)) as client:
             tracer.instrument_httpx(client)
-            statuses = [client.get(f"http://mock{p}").status_code for p in ("/empty", "/j")]
+            statuses = [client.get(f"http://mock{p}").status_code for p in paths]
         statuses += asyncio.run(both_async())
-    assert statuses == [204, 200, 204, 200]
+    assert statuses == [204, 200, 200] * 2
     spans = [s for s in captured.spans if s.kind == SpanKind.CLIENT]
-    assert [s.attributes[attrs.CHUNKS] for s in spans] == [0, 1, 0, 1]
-    assert [len(_first_token_marks(s)) for s in spans] == [0, 1, 0, 1]
+    assert [s.attributes[attrs.CHUNKS] for s in spans] == [0, 1, 1] * 2
+    assert [len(_first_token_marks(s)) for s in spans] == [0, 0, 1] * 2
     assert all(s.end_time >= s.start_time for s in spans)
+
+
+def test_a_json_answer_of_known_length_gets_no_first_token_mark(server, lib):
+    """A service that does not stream: its one body chunk comes with the end, so a
+    first-token mark would report the whole exchange as the time to first token."""
+    with tracer.instrument_httpx(lib.Client()) as client:
+        with capture_spans() as spans:
+            resp = client.post(server.url + "/v1/answer", json={"stream": False})
+    assert resp.headers["content-length"] and resp.json()["choices"]
+    span = _client_span(spans)
+    assert _first_token_marks(span) == []
+    assert attrs.GEN_AI_TIME_TO_FIRST_CHUNK not in span.attributes
+    assert span.attributes[attrs.CHUNKS] >= 1
+    _assert_propagated(server, span)
