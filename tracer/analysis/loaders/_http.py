@@ -50,6 +50,7 @@ __all__ = [
     "json_of",
     "note_problems",
     "trace_ids_of",
+    "unsampled_traceparent",
 ]
 
 #: Traces fetched from one backend at the same time.
@@ -94,13 +95,24 @@ QUIET: Listener = _Quiet()
 HEADERS_ENV = "HOPTRACE_BACKEND_HEADERS"
 
 
+def unsampled_traceparent() -> str:
+    """A W3C ``traceparent`` whose sampled flag is off. A traced server that samples by
+    its parent (OpenTelemetry's default) then records none of hoptrace's requests: a
+    URL that turns out to be the user's own application (or a backend that traces
+    itself) keeps no traces of the probes that would skew its figures."""
+    import secrets
+
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-00"
+
+
 def http_client(
     timeout_s: float = TIMEOUT_S, headers: dict[str, str] | None = None
 ) -> httpx.Client:
     """A client for one backend: JSON answers of at most :data:`ANSWER_LIMIT` bytes
     (after decompression; see :mod:`tracer._answers`), at most
     :data:`FETCH_CONCURRENCY` connections, ``headers`` (from :func:`backend_access`)
-    on every request."""
+    and an unsampled ``traceparent`` (:func:`unsampled_traceparent`) on every
+    request."""
     import httpx
 
     from tracer._answers import limit_answers, source_answer_limit
@@ -108,7 +120,12 @@ def http_client(
     client = httpx.Client(
         timeout=timeout_s,
         limits=httpx.Limits(max_connections=FETCH_CONCURRENCY),
-        headers={"Accept": "application/json", "User-Agent": "hoptrace", **(headers or {})},
+        headers={
+            "Accept": "application/json",
+            "User-Agent": "hoptrace",
+            "traceparent": unsampled_traceparent(),
+            **(headers or {}),
+        },
     )
     limit_answers(client, source_answer_limit(ANSWER_LIMIT.get()))
     return client
