@@ -20,6 +20,15 @@ os.environ.setdefault("OTEL_BSP_SCHEDULE_DELAY", "100")
 FIXTURES = Path(os.environ.get("HOPTRACE_FIXTURES", REPO.parent / "shared" / "fixtures"))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``-n`` and ``--dist loadgroup`` (``scripts/check``), the integration tests
+    (the demo chain, the load tests, the browser) run one after another on one worker,
+    as they did alone, while the other workers take the unit tests."""
+    for item in items:
+        if item.get_closest_marker("integration") is not None:
+            item.add_marker(pytest.mark.xdist_group("integration"))
+
+
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """The folder of public trace files (../shared/fixtures, or $HOPTRACE_FIXTURES)."""

@@ -445,7 +445,7 @@ async def run_bench_async(
                 tags = {RUN_ATTRIBUTE: f"{run}-warmup", attrs.BENCH_CONCURRENCY: c}
                 warmed, _ = await _phase(
                     client, url, headers, body, tags, warm, c,
-                    _ticker(progress, f"c={c} warm-up"), timeout_s,
+                    _ticker(progress, f"c={c} warm-up", step=0), timeout_s,
                 )  # fmt: skip
                 if index == 0:
                     refuse_hopeless(base_url, warmed)
@@ -486,10 +486,15 @@ async def _sent(
     )
 
 
-def _ticker(progress: Callable[[str, int], None] | None, label: str) -> Callable[[], None]:
+def _ticker(
+    progress: Callable[[str, int], None] | None, label: str, step: int = 1
+) -> Callable[[], None]:
+    """Tell ``progress`` of each request done: ``step`` measured requests (warm-up ones
+    are not counted)."""
+
     def tick() -> None:
         if progress is not None:
-            progress(label, 1)
+            progress(label, step)
 
     return tick
 

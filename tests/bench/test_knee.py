@@ -111,3 +111,11 @@ def test_knee_table_says_what_flattened_and_what_grew():
     result.knee = None
     text = " ".join(to_table(bench_sections(result), width=200).split())
     assert "no knee: at every level the added clients each bought at least 25%" in text
+
+
+def test_one_level_has_no_knee_to_look_for_and_says_so():
+    (level, *_) = _flattening_sweep()
+    result = BenchResult("http://h/v1", 64, False, "r", [level], find_knee([level]))
+    text = " ".join(to_table(bench_sections(result), width=200).split())
+    assert "no knee: one concurrency level; give --concurrency two or more" in text
+    assert "at every level" not in text

@@ -104,7 +104,7 @@ def answer(
     reason = (
         f"the run's load simulated: {projected.arrivals}, {run.in_flight:.1f} requests "
         "in flight on average"
-        + (f", {run.cores:g} cores shared" if run.cores else "")
+        + (f", {run.cores:.2f} cores shared" if run.cores else "")
         + (f", pools {_pools(run.pools)}" if run.pools else "")
     )
     return with_load(result, projected, reason)

@@ -32,9 +32,10 @@ def load_options(f: Callable[..., Any]) -> Callable[..., Any]:
 _LOAD_OPTIONS = [
     click.option(
         "--slo",
-        metavar="ttft=200ms,e2e=2s",
-        help="With the load model: the share of requests meeting these limits and the "
-        "goodput (requests/s meeting them), before and after.",
+        metavar="METRIC=LIMIT[,...]",
+        help="With the load model, limits in ms or s: ttft, e2e (e.g. ttft=200ms,e2e=2s; "
+        "traces carry no per-token times, so tpot and itl are bench's only): the share of "
+        "requests meeting them and the goodput (requests/s meeting them), before and after.",
     ),
     click.option(
         "--model",

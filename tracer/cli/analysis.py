@@ -125,9 +125,9 @@ def _split_analysis(result: Any, attribute: str | None, group_by: str) -> Any:
 @click.option(
     "--slo",
     metavar="METRIC=LIMIT[,...]",
-    help="Limits every request must meet, in ms or s: ttft, e2e (e.g. ttft=200ms,e2e=2s); "
-    "adds the share of traces that meet them and, per group, how much longer it took in "
-    "the traces that miss.",
+    help="Limits every request must meet, in ms or s: ttft, e2e (e.g. ttft=200ms,e2e=2s; "
+    "traces carry no per-token times, so tpot and itl are bench's only); adds the share of "
+    "traces that meet them and, per group, how much longer it took in the traces that miss.",
 )
 @split_option
 @format_option

@@ -227,7 +227,8 @@ def _open_loop(
     "--slo",
     metavar="METRIC=LIMIT[,...]",
     help="Limits every request must meet, in ms or s: ttft, tpot, itl, e2e (e.g. "
-    "ttft=200ms,e2e=2s); adds goodput and SLO attainment per level.",
+    "ttft=200ms,e2e=2s; analyze and whatif take ttft and e2e); adds goodput and SLO "
+    "attainment per level.",
 )
 @click.option(
     "--slo-attainment",
@@ -279,7 +280,7 @@ def bench(
     from tracer._sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
     from tracer.analysis.slo import parse_slo
-    from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench, warmup_requests
+    from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench
 
     levels = _levels(concurrency)
     check_arguments(url, levels, requests, warmup, max_tokens, timeout)
@@ -304,11 +305,8 @@ def bench(
             prefer_prompt_export()
             tracer.setup(service_name=os.environ.get("OTEL_SERVICE_NAME") or "client")
             ours = True
-    total = (
-        len(rates) * (warmup + requests)
-        if rates
-        else sum(warmup_requests(warmup, c) + requests for c in levels)
-    )
+    # The measured requests of a closed loop (its warm-up ones only name the phase).
+    total = len(rates) * (warmup + requests) if rates else requests * len(levels)
     started = time.monotonic()
     try:
         with Progress(

@@ -274,6 +274,8 @@ def _knee_note(result: BenchResult) -> str:
     from tracer._sweep import FLAT_SHARE, LATENCY_GROWTH
 
     knee = result.knee
+    if knee is None and len(result.levels) < 2:
+        return "no knee: one concurrency level; give --concurrency two or more (1,2,4,8)"
     if knee is None:
         return (
             f"no knee: at every level the added clients each bought at least "
