@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace, skip_or_fail
-from tracer.analysis.render.svg import STAGE_COLOURS
+from tracer.analysis.render.svg import CHART_WIDTH, STAGE_COLOURS
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
@@ -177,7 +177,8 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
                 locator = page.locator(element)
                 assert locator.is_visible(), element
                 box = locator.bounding_box()
-                assert box and box["width"] >= 1000 and box["height"] >= 60, (element, box)
+                # drawn at their own width on a wide window
+                assert box and box["width"] == CHART_WIDTH and box["height"] >= 60, (element, box)
                 shots[element] = tmp_path / f"{element[1:]}.png"
                 locator.screenshot(path=str(shots[element]))
             page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
@@ -204,7 +205,8 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 @pytest.mark.integration
 def test_report_fits_an_800_px_window_with_nothing_clipped(report):
     """At 800 px the charts scale down with the page: every chart and its right-hand
-    caption lie inside the window, and the page does not scroll sideways."""
+    caption lie inside the window, the page does not scroll sideways, and the charts'
+    text stays at 10 px or more."""
     url = report.resolve().as_uri()
     with _browser() as p:
         browser, page, _requests, _console = _open(p, url, width=800)
@@ -222,6 +224,10 @@ def test_report_fits_an_800_px_window_with_nothing_clipped(report):
                 }"""
             )
             assert min(ends) >= 0, ends
+            # The charts' 12 px text stays readable, near the legends' 12 px.
+            for element in ("#share-bars", "#waterfall-0"):
+                width = page.locator(element).bounding_box()["width"]
+                assert 12 * width / CHART_WIDTH >= 10, (element, width)
         finally:
             browser.close()
 

@@ -99,14 +99,13 @@ th:first-child, td:first-child { text-align: left; }
 th { color: var(--muted); font-weight: 600; }
 .swatch { display: inline-block; width: 11px; height: 11px; border-radius: 2px;
           margin-right: 6px; vertical-align: -1px; }
-.legend { font-size: 13px; }
+.legend { font-size: 12px; }
 .legend span { margin-right: 14px; white-space: nowrap; }
 .notes li { color: var(--muted); }
 a { color: #0b5cad; }
 .warn { border-color: #e0b100; }
 svg text { font: 12px system-ui, sans-serif; fill: var(--ink); }
-.card { overflow-x: auto; }
-svg.chart, svg.waterfall { max-width: 100%; min-width: 1000px; height: auto; }
+svg.chart, svg.waterfall { max-width: 100%; height: auto; }
 @media (max-width: 900px) { main { padding: 10px; } .card { padding: 12px; } }
 svg text.on-bar { paint-order: stroke; stroke: #fff; stroke-width: 3px; }
 """

@@ -179,9 +179,13 @@ def sample_note(a: Analysis) -> str | None:
 
 def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Section:
     """The share and percentile table of every group (notes: end-to-end, TTFT)."""
+    # No trace with a first token (a service that does not stream): no TTFT column.
+    ttft = any(g.ttft_share is not None for g in a.groups)
     head = Section(
         title or f"Where the time goes: {a.traces} traces, {a.spans} spans, by {a.group_by}",
-        ["group", "share", "tail share", "TTFT share", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
+        ["group", "share", "tail share"]
+        + (["TTFT share"] if ttft else [])
+        + ["mean ms", "P50 ms", "P90 ms", "P99 ms"],
     )
     by_stage = a.group_by == "stage"
     shown, gone = shown_groups(a) if by_stage else (list(a.groups), [])
@@ -193,7 +197,7 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
                 group_label(g.name, by_stage, parents),
                 fmt_pct_in(g.share, iv, "share"),
                 fmt_pct_in(g.tail_share, iv, "tail_share"),
-                fmt_pct_in(g.ttft_share, iv, "ttft_share"),
+                *([fmt_pct_in(g.ttft_share, iv, "ttft_share")] if ttft else []),
                 fmt_ms_in(g.mean_ms, iv, "mean_ms"),
                 fmt_ms_in(g.p50_ms, iv, "p50_ms"),
                 fmt_ms_in(g.p90_ms, iv, "p90_ms"),

@@ -104,6 +104,11 @@ def nice_step(span: float, most: int = 6) -> float:
     return 10 * power
 
 
+#: The charts' width in their own units. The page scales them to its width: at 880 they
+#: are drawn 1:1 on a wide screen and keep about 10 px text in an 800 px window.
+CHART_WIDTH = 880
+
+
 def _text_px(text: str) -> float:
     """About how wide ``text`` is at the charts' 12 px."""
     return 6.6 * len(text)
@@ -112,7 +117,7 @@ def _text_px(text: str) -> float:
 def stacked_bars(
     bars: list[tuple[str, list[tuple[str, float]], str]],
     css_id: str,
-    width: int = 1100,
+    width: int = CHART_WIDTH,
     scales: list[float] | None = None,
 ) -> str:
     """Horizontal stacked bars; each bar is (label, [(group, fraction)], caption).
@@ -156,7 +161,7 @@ def stacked_bars(
     return "".join(parts)
 
 
-def waterfall_svg(wf: Waterfall, index: int, width: int = 1100) -> str:
+def waterfall_svg(wf: Waterfall, index: int, width: int = CHART_WIDTH) -> str:
     """One waterfall: every span's bar outlined in its stage's colour, the stretches of
     the critical path it holds filled with it and a dark line on them (as Jaeger's UI
     marks the path; a faded fill would read as a lighter sub-stage's colour), its
@@ -257,7 +262,7 @@ def line_chart(
     labels: list[str],
     series: list[tuple[str, str, list[float | None]]],
     css_id: str,
-    width: int = 1100,
+    width: int = CHART_WIDTH,
     height: int = 260,
 ) -> str:
     """Lines over evenly spaced x ``labels``; each series is (name, colour, values),
