@@ -168,3 +168,25 @@ def test_an_engine_phase_of_no_time_is_neither_drawn_nor_in_the_legend():
     assert "inference.queue" not in stages and p50.hidden == 0
     page = to_html(Report(title="t", analysis=result, waterfalls=[p50]))
     assert 'data-stage="inference.queue"' not in page and "</i>inference.queue<" not in page
+
+
+def test_a_sub_stage_left_out_of_both_runs_is_not_in_the_comparison_legend():
+    def runs(first: int, inference_ms: float) -> TraceSet:
+        traces = TraceSet()
+        for i in range(5):
+            ms = {**SEED_MS, "inference": inference_ms}
+            engine = (0.02, 140.0, inference_ms * 0.7)  # an engine queue it never used
+            traces.add(
+                chain_trace(f"{first + i:032x}", T0 + (first + i) * 5000 * MS, ms, engine_ms=engine)
+            )
+        return traces
+
+    from tracer.analysis import compare
+
+    page = to_html(
+        Report(title="t", comparison=compare(analyze(runs(1, 1000.0)), analyze(runs(101, 10.0))))
+    )
+    card = page[page.index('id="compare"') :]
+    card = card[: card.index("</section>")]
+    names = re.findall(r"</i>([^<]+)</span>", card)
+    assert "inference.decode" in names and "inference.queue" not in names

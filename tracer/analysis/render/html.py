@@ -291,7 +291,8 @@ def _comparison_card(c: Comparison) -> str:
             f"mean {fmt_ms(k.e2e.mean)} ms",
         ),
     ]
-    names = [g.name for g in b.groups] + [g.name for g in k.groups]
+    # A sub-stage the tables leave out of both runs is left out of the legend too.
+    names = [g.name for g in shown_groups(b)[0]] + [g.name for g in shown_groups(k)[0]]
     table = comparison_sections(c)[0]
     return (
         '<section class="card" id="compare"><h2>Candidate against baseline</h2>'
