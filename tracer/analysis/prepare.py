@@ -209,7 +209,8 @@ def _fix_clocks(
 ) -> set[int]:
     """Widen CLIENT spans that a remote child streams past and shift the remote
     children of another host's clock into their parents; the remote children found
-    past their parent on its own host, which keep their times."""
+    past their parent on its own host, which keep their times (not shifted, their
+    parent not widened)."""
     hosts: dict[str, str] | None = None
     one_clock: set[int] = set()
     for p in order:
@@ -229,6 +230,8 @@ def _fix_clocks(
         if host is not None:
             # One host, one clock: a child past its parent is a stream's tail (the
             # client stopped at the last event while the server finished), not skew.
+            # It keeps its times; the walk clips it to its parent, so the tail the
+            # caller did not wait for is on no one's path.
             one_clock.update(c for c in outside if hosts.get(spans[c].service) == host)
         if spans[p].kind == KIND_CLIENT:
             # A CLIENT span that ended at the response headers while the server streamed
@@ -237,7 +240,7 @@ def _fix_clocks(
             # one host.)
             for c in outside:
                 if start[p] <= start[c] <= end[p] < end[c] and (
-                    end[c] - start[c] > end[p] - start[p] or c in one_clock
+                    end[c] - start[c] > end[p] - start[p]
                 ):
                     end[p] = end[c]
         for c in outside:

@@ -107,9 +107,9 @@ class Shape:
     #: each span's children that hold it up (the walks' tree)
     kids: list[list[int]]
     #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
-    #: check (messaging, or its parent's host), and on its parent's host) in the order
-    #: the scalar clock correction visits them
-    edges: list[tuple[int, list[int], bool, list[bool], list[bool]]]
+    #: check (messaging, or on its parent's host)) in the order the scalar clock
+    #: correction visits them
+    edges: list[tuple[int, list[int], bool, list[bool]]]
     group_of: np.ndarray  # (spans,) group column of each span
     groups: list[str]
     hop_of: np.ndarray  # (spans,) hop column of each span, -1 for none
@@ -288,14 +288,13 @@ def learn(
         client = trace.spans[p].kind == KIND_CLIENT
         if client and len(remote) > 1:
             return SCALAR  # its hop goes to the longest callee: decided by times
-        one_clock = [c in trace.one_clock for c in remote]
         exempt = [
             trace.spans[p].kind == KIND_PRODUCER
             or trace.spans[c].kind == KIND_CONSUMER
             or c in trace.one_clock
             for c in remote
         ]
-        edges.append((p, remote, client, exempt, one_clock))
+        edges.append((p, remote, client, exempt))
     groups: list[str] = []
     group_of = np.empty(n, np.int64)
     for i in range(n):
@@ -346,7 +345,7 @@ def learn(
         coordinator=trace.coordinator,
         nested=[
             (p, c)
-            for p, remote, _, exempt, _ in edges
+            for p, remote, _, exempt in edges
             for c, skip in zip(remote, exempt, strict=True)
             if not skip
         ],

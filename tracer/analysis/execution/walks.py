@@ -29,23 +29,22 @@ class Tree(Protocol):
     #: PRODUCER), the walk's tree
     kids: list[list[int]]
     #: (parent, its remote children, parent is CLIENT, per child: exempt from the skew
-    #: check, and on its parent's host) in the order the scalar clock correction visits
-    #: them
-    edges: list[tuple[int, list[int], bool, list[bool], list[bool]]]
+    #: check) in the order the scalar clock correction visits them
+    edges: list[tuple[int, list[int], bool, list[bool]]]
 
 
 def fix_clocks(tree: Tree, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """``prepare._fix_clocks`` over the batch: CLIENT ends widened in place; True for
     the traces whose skew the scalar path must correct (it shifts subtrees)."""
     skewed = np.zeros(start.shape[0], bool)
-    for p, remote, client, exempt, one_clock in tree.edges:
+    for p, remote, client, exempt in tree.edges:
         if client:
-            for c, same in zip(remote, one_clock, strict=True):
+            for c in remote:
                 widen = (
                     (start[:, p] <= start[:, c])
                     & (start[:, c] <= end[:, p])
                     & (end[:, p] < end[:, c])
-                    & (same | (end[:, c] - start[:, c] > end[:, p] - start[:, p]))
+                    & (end[:, c] - start[:, c] > end[:, p] - start[:, p])
                 )
                 end[:, p] = np.where(widen, end[:, c], end[:, p])
         for c, skip in zip(remote, exempt, strict=True):
