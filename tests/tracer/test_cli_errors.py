@@ -100,7 +100,7 @@ def test_serve_speedup_must_be_a_finite_positive_number(value, tmp_path):
         (["--speedup", "inf"], "--speedup must be a finite number > 0, got inf"),
         (
             ["--profile", "fast"],
-            "--profile: profile must be one of wan, lan, loopback, bare, got 'fast'",
+            "--profile: profile must be one of wan, lan, rag, loopback, bare, got 'fast'",
         ),
     ],
 )
