@@ -38,7 +38,10 @@ Jaeger v2 (github.com/jaegertracing/jaeger,
 - ``http_gateway.go``: answers ``{"result": <OTLP JSON>}``, errors as
   ``{"error": {"httpCode", "message"}}`` written by ``http.Error`` (text/plain, a
   trailing newline), no traces: 404 "No traces found"; ``snapshots/FindTraces.json``:
-  hex ids, integer kinds. The v1 ``/api/services`` and ``/api/traces/<id>``
+  hex ids, integer kinds. ``internal/storage/v2/memory/tenant.go`` ``findTraceAndIds``:
+  the memory store walks its ring from the trace it received last and stops at the
+  search depth (checked against the real Jaeger in tests/backends/test_jaeger.py).
+  The v1 ``/api/services`` and ``/api/traces/<id>``
   (``http_handler.go``) answer ``{"data": ..., "total", "limit", "offset", "errors"}``.
 """
 
@@ -413,18 +416,14 @@ class JaegerStandIn(StandIn):
         depth = depth or q.get("query.num_traces", "") or "100"
         lo = dt.datetime.fromisoformat(tmin).timestamp() * 1e9
         hi = dt.datetime.fromisoformat(tmax).timestamp() * 1e9
-        found = sorted(
-            (
-                t
-                for t in self.traces.values()
-                if lo <= t.start_ns <= hi
-                and any(
-                    s.service == service and (not operation or s.name == operation) for s in t.spans
-                )
-            ),
-            key=lambda t: t.start_ns,
-            reverse=True,
-        )[: int(depth)]
+        found = [  # the last received first, as the memory store walks its ring
+            t
+            for t in reversed(self.traces.values())
+            if lo <= t.start_ns <= hi
+            and any(
+                s.service == service and (not operation or s.name == operation) for s in t.spans
+            )
+        ][: int(depth)]
         if not found:
             return _error(404, "No traces found")
         merged = [rs for t in found for rs in to_otlp_json(t.spans)["resourceSpans"]]

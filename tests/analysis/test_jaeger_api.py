@@ -70,7 +70,9 @@ def test_no_traces_found_is_an_empty_answer_not_a_warning():
 
 def test_a_search_matching_more_than_the_limit_keeps_the_newest_and_says_so():
     traces = recent_traces(12)
-    with _jaeger(traces).running() as jaeger:
+    # Received oldest first, as a live service sends them: Jaeger's memory store answers
+    # the last received (tests/backends/test_jaeger.py), here the newest.
+    with _jaeger(traces[::-1]).running() as jaeger:
         loaded = load([jaeger.url], Query(service="client", limit=4))
     assert set(loaded.traces) == {t[0].trace_id for t in traces[:4]}
     assert (
