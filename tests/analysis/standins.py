@@ -35,6 +35,8 @@ Jaeger v2 (github.com/jaegertracing/jaeger,
   #8625), the snake_case names as deprecated aliases, ``query.num_traces`` too; both
   times required ("query.startTimeMin and query.startTimeMax are required"); 2.18
   reads only snake_case ("query.start_time_min and query.start_time_max are required").
+  ``GET /api/v3/services`` of a Jaeger holding no trace is ``{}`` (protobuf JSON leaves
+  the empty list out: seen on the real Jaeger, tests/backends/test_jaeger.py).
 - ``http_gateway.go``: answers ``{"result": <OTLP JSON>}``, errors as
   ``{"error": {"httpCode", "message"}}`` written by ``http.Error`` (text/plain, a
   trailing newline), no traces: 404 "No traces found"; ``snapshots/FindTraces.json``:
@@ -367,6 +369,8 @@ class JaegerStandIn(StandIn):
     #: (2, 19) and later read camelCase first, snake_case as aliases; before, snake_case
     version: tuple[int, int] = (2, 20)
     has_v3: bool = True
+    #: the v1 ``/api/services`` and ``/api/traces`` (removed on Jaeger's main after 2.20)
+    has_v1: bool = True
     #: raw OTLP JSON traces by id, served as they are (a real server's fixture)
     raw: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -375,7 +379,10 @@ class JaegerStandIn(StandIn):
 
     def answer(self, path: str, params: dict[str, str]) -> Answer | Any:
         if path == "/api/v3/services" and self.has_v3:
-            return _json(200, {"services": self._services()})
+            names = self._services()  # protobuf JSON leaves an empty list out: {}
+            return _json(200, {"services": names} if names else {})
+        if not self.has_v1 and (path == "/api/services" or path.startswith("/api/traces")):
+            return _NOT_FOUND
         if path == "/api/services":
             names = self._services()
             return _json(

@@ -68,6 +68,17 @@ def test_no_traces_found_is_an_empty_answer_not_a_warning():
     assert not loaded.traces and not loaded.warnings.messages
 
 
+def test_an_empty_jaeger_without_the_v1_api_is_jaeger_with_no_traces():
+    # Its api/v3 lists no service as {} (the real Jaeger does), and there is no v1
+    # /api/services to fall back on after 2.20.
+    with _jaeger([], has_v1=False).running() as jaeger:
+        listener = Recorder()
+        loaded = load([jaeger.url], listener=listener)
+    assert listener.found_lines == [f"{jaeger.url} is Jaeger"]
+    assert not loaded.traces and not loaded.warnings.messages
+    assert jaeger.paths("/api/services") == []
+
+
 def test_a_search_matching_more_than_the_limit_keeps_the_newest_and_says_so():
     traces = recent_traces(12)
     # Received oldest first, as a live service sends them: Jaeger's memory store answers

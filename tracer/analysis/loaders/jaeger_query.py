@@ -40,7 +40,7 @@ from tracer.analysis.traceset import TraceSet
 if TYPE_CHECKING:
     import httpx  # imported where it is used: a file analysis never needs it
 
-__all__ = ["load_jaeger"]
+__all__ = ["is_v3_services", "load_jaeger"]
 
 # camelCase (Jaeger 2.19+) and the snake_case names every api/v3 server reads.
 _NAMES = {
@@ -68,7 +68,7 @@ def _rfc3339(ts: dt.datetime) -> str:
 def _services(client: httpx.Client, base: str) -> list[str]:
     resp = get(client, f"{base}/api/v3/services", who="Jaeger")
     body = json_of(resp)
-    if resp.status_code == 200 and isinstance(body, dict) and "services" in body:
+    if resp.status_code == 200 and is_v3_services(body):
         return [str(s) for s in body.get("services") or []]
     resp = get(client, f"{base}/api/services", who="Jaeger")
     body = json_of(resp)
@@ -78,6 +78,13 @@ def _services(client: httpx.Client, base: str) -> list[str]:
         f"Jaeger at {base!r} answered {resp.status_code} to a services query: "
         f"{error_text(resp)}{auth_hint(resp.status_code)}"
     )
+
+
+def is_v3_services(body: Any) -> bool:
+    """Whether ``body`` is api/v3's answer to ``GET /api/v3/services``: ``{"services":
+    [...]}``, or ``{}`` from a Jaeger that holds no trace yet (its protobuf JSON leaves
+    an empty list out)."""
+    return isinstance(body, dict) and set(body) <= {"services"}
 
 
 class _Style:

@@ -2,8 +2,8 @@
 
 Grafana Tempo answers ``GET /api/status/buildinfo`` with its version (2.3 and later;
 older ones answer ``GET /api/echo`` with ``echo``); Jaeger answers
-``GET /api/v3/services`` (or ``/api/services``) with its service list. An answer
-from neither is one clear :class:`SourceError`.
+``GET /api/v3/services`` (or ``/api/services``) with its service list (``{}`` when it
+holds no trace yet). An answer from neither is one clear :class:`SourceError`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tracer.analysis.loaders._http import (
     http_client,
     json_of,
 )
-from tracer.analysis.loaders.jaeger_query import load_jaeger
+from tracer.analysis.loaders.jaeger_query import is_v3_services, load_jaeger
 from tracer.analysis.loaders.tempo import load_tempo
 from tracer.analysis.traceset import TraceSet
 
@@ -64,10 +64,9 @@ def resolve_backend(
             listener.found(f"{url} is Grafana Tempo {info['version']}")
             return "tempo"
         tempo_said = resp.status_code
-        for path, key in (("/api/v3/services", "services"), ("/api/services", "data")):
+        for path, is_jaeger in (("/api/v3/services", is_v3_services), ("/api/services", _is_v1)):
             resp = get(client, base + path, who="the trace backend")
-            body = json_of(resp) if resp.status_code == 200 else None
-            if isinstance(body, dict) and key in body:
+            if resp.status_code == 200 and is_jaeger(json_of(resp)):
                 listener.found(f"{url} is Jaeger")
                 return "jaeger"
         jaeger_said = resp.status_code
@@ -85,6 +84,10 @@ def resolve_backend(
         f"nor as Jaeger (GET /api/services: {jaeger_said}); give Tempo's or Jaeger's query "
         "URL (http://host:3200, http://host:16686), or say which with --backend"
     )
+
+
+def _is_v1(body: object) -> bool:
+    return isinstance(body, dict) and "data" in body
 
 
 def _first_probe(client: httpx.Client, url: str, probe: str) -> httpx.Response:
