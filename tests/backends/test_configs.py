@@ -11,6 +11,8 @@ import yaml
 
 from tests.backends.programs import JAEGER_CONFIG, OTELCOL_CONFIG, REPO, otelcol_env, program
 
+SPANMETRICS = REPO / "collector" / "otelcol-spanmetrics.yaml"
+
 pytestmark = [pytest.mark.integration, pytest.mark.backends]
 
 
@@ -57,6 +59,15 @@ def test_the_collector_refuses_a_pipeline_naming_an_exporter_it_lacks(tmp_path):
     done = _run(program("otelcol"), "validate", "--config", f"file:{broken}")
     assert done.returncode != 0
     assert "otlp/jaegr" in done.stderr
+
+
+def test_the_spanmetrics_file_adds_the_connector_to_the_same_pipeline(tmp_path):
+    base = yaml.safe_load(OTELCOL_CONFIG.read_text())["service"]["pipelines"]["traces"]
+    extra = yaml.safe_load(SPANMETRICS.read_text())["service"]["pipelines"]["traces"]
+    assert extra["exporters"] == [*base["exporters"], "spanmetrics"]
+    argv = ("--config", f"file:{OTELCOL_CONFIG}", "--config", f"file:{SPANMETRICS}")
+    done = _run(program("otelcol"), "validate", *argv)
+    assert done.returncode == 0, done.stderr
 
 
 def test_promtool_checks_the_prometheus_config_compose_mounts():

@@ -54,6 +54,14 @@ def _ids(resp: httpx.Response) -> set[str]:
     }
 
 
+def test_an_empty_real_jaeger_lists_no_service_as_an_empty_object(tmp_path):
+    with programs.jaeger(tmp_path) as jaeger:
+        base = jaeger.urls["query"]
+        assert httpx.get(f"{base}/api/v3/services").json() == {}
+        loaded = load([base])
+    assert not loaded.traces and not loaded.warnings.messages
+
+
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     """A running Jaeger holding ``COUNT`` traces, received in a shuffled order; the
@@ -84,7 +92,7 @@ def test_the_real_jaeger_gives_the_same_numbers_as_the_same_traces_in_a_file(sto
 def test_the_real_jaeger_answers_the_api_v3_search_with_hex_ids_and_one_merged_list(stored):
     base, traces, _ = stored
     resp = _search(base, **{"query.service_name": "gateway", "query.num_traces": 100})
-    assert resp.status_code == 200 and resp.headers["content-type"].startswith("application/json")
+    assert resp.status_code == 200  # JSON, though its Content-Type says text/plain
     assert _ids(resp) == {t[0].trace_id for t in traces}  # 32 hex digits, leading zeros kept
 
 
@@ -127,7 +135,7 @@ def test_the_real_jaeger_refuses_a_search_without_a_depth(stored):
 def test_the_real_jaegers_search_depth_keeps_the_last_received_not_the_newest(stored):
     # The memory store walks its ring from the trace it received last; the stand-in
     # sorts by start time. The two differ when traces arrive out of start order.
-    base, traces, sent = stored
+    base, _, sent = stored
     resp = _search(base, **{"query.service_name": "client", "query.num_traces": 4})
     assert _ids(resp) == {t[0].trace_id for t in sent[-4:]}
     standin = JaegerStandIn(version=(2, 18))
@@ -155,7 +163,7 @@ def test_the_real_jaeger_still_has_the_v1_api(stored):
     assert sorted(services["data"]) == ["app", "client", "gateway", "model"]
     trace_id = traces[3][0].trace_id
     v1 = httpx.get(f"{base}/api/traces/{trace_id}")
-    assert v1.status_code == 200 and v1.json()["data"][0]["traceID"] == trace_id.lstrip("0")
+    assert v1.status_code == 200 and v1.json()["data"][0]["traceID"] == trace_id
     missing = httpx.get(f"{base}/api/v3/traces/{'f' * 32}")
     assert missing.status_code == 404
     assert missing.json()["error"]["message"] == "No traces found"

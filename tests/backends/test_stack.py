@@ -174,8 +174,12 @@ def test_every_dashboard_query_agrees_with_analyze_on_the_same_traces(stack, scr
                 assert _bucket(value) == _bucket(want_ms / 1000), (expr, value, want_ms)
             elif "hoptrace_tokens_total" in expr:
                 by_direction = {dict(k)["direction"]: v * window_s for k, v in values.items()}
-                assert by_direction["input"] == pytest.approx(reference.tokens.input_total, rel=1e-3)
-                assert by_direction["output"] == pytest.approx(reference.tokens.output_total, rel=1e-3)
+                assert by_direction["input"] == pytest.approx(
+                    reference.tokens.input_total, rel=1e-3
+                )
+                assert by_direction["output"] == pytest.approx(
+                    reference.tokens.output_total, rel=1e-3
+                )
             elif "hoptrace_trace_errors_total" in expr:
                 assert all(v == 0 for v in values.values())  # no request failed
             elif "hoptrace_trace_duration_seconds_count" in expr:  # traces per second
@@ -282,7 +286,9 @@ def _spanmetrics(path: Path) -> dict[tuple[str, str], tuple[int, float]]:
                     if not metric["name"].endswith(".duration"):
                         continue
                     for point in metric["histogram"]["dataPoints"]:
-                        attrs = {a["key"]: a["value"].get("stringValue") for a in point["attributes"]}
+                        attrs = {
+                            a["key"]: a["value"].get("stringValue") for a in point["attributes"]
+                        }
                         key = (service, attrs["span.name"])
                         out[key] = (int(point["count"]), float(point["sum"]))
     return out
