@@ -27,7 +27,7 @@ from tests.helpers import eventually, fresh_tracer_provider, hoptrace
 from tracer.analysis import analyze, load
 from tracer.bench import stage_growth
 
-pytestmark = [pytest.mark.integration, pytest.mark.backends]
+pytestmark = [pytest.mark.integration, pytest.mark.backends, pytest.mark.timeout(600)]
 
 REPO = programs.REPO
 DASHBOARD = REPO / "collector" / "grafana" / "dashboards" / "hoptrace.json"
@@ -98,16 +98,21 @@ def _prom(stack: Stack, path: str, **params: object) -> dict:
     return body["data"]
 
 
+def _samples(stack: Stack, run: str) -> list[tuple[float, float]]:
+    """Every scrape of the run's trace count (one series: one service, route, model)."""
+    expr = f'hoptrace_trace_duration_seconds_count{{run="{run}"}}[10m]'
+    result = _prom(stack, "query", query=expr)["result"]
+    if not result:
+        return []
+    (series,) = result
+    return [(float(t), float(v)) for t, v in series["values"]]
+
+
 def _scraped(stack: Stack, run: str, count: int) -> list[tuple[float, float]]:
     """The scrapes of the run's trace count, once Prometheus has one of ``count``."""
-
-    def samples() -> list[tuple[float, float]]:
-        data = _prom(
-            stack, "query", query=f'sum(hoptrace_trace_duration_seconds_count{{run="{run}"}})[5m]'
-        )
-        return [(float(t), float(v)) for t, v in (data["result"] or [{"values": []}])[0]["values"]]
-
-    got = eventually(samples, lambda s: bool(s) and s[-1][1] == count, deadline_s=60)
+    got = eventually(
+        lambda: _samples(stack, run), lambda s: bool(s) and s[-1][1] == count, deadline_s=60
+    )
     assert got and got[-1][1] == count, got
     return got
 
@@ -117,15 +122,16 @@ def scraped(stack):
     """Requests of one run in two parts: the first makes every series and is scraped,
     the second is what the dashboard's rates cover: a window from the last scrape of
     the first part to the first scrape of all (rate() then counts exactly the second
-    part's traces). The window, the second part's trace ids, the evaluation time."""
+    part's traces). The run, the window, the evaluation time, the second part's ids."""
     run = "dashboard"
-    warm = run_requests(stack.chain.base_url, stack.chain.api_key, requests=WARM, concurrency=1, run=run, max_tokens=16)  # fmt: skip
-    before = _scraped(stack, run, WARM)
-    measured = run_requests(stack.chain.base_url, stack.chain.api_key, requests=MEASURED, concurrency=2, run=run, max_tokens=16)  # fmt: skip
+    chain = stack.chain
+    warm = run_requests(chain.base_url, chain.api_key, requests=WARM, concurrency=1, run=run, max_tokens=16)  # fmt: skip
+    _scraped(stack, run, WARM)
+    measured = run_requests(chain.base_url, chain.api_key, requests=MEASURED, concurrency=2, run=run, max_tokens=16)  # fmt: skip
     assert all(r.status == 200 for r in warm + measured)
-    after = _scraped(stack, run, WARM + MEASURED)
-    start = max(t for t, v in before if v == WARM and t <= after[-1][0])
-    end = min(t for t, v in after if v == WARM + MEASURED)
+    scrapes = _scraped(stack, run, WARM + MEASURED)
+    start = max(t for t, v in scrapes if v == WARM)
+    end = min(t for t, v in scrapes if v == WARM + MEASURED)
     window_ms = round((end - start) * 1000) + 1
     return run, window_ms, end, {r.trace_id for r in measured}
 
