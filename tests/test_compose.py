@@ -83,3 +83,26 @@ def test_the_client_benchmarks_the_gateway_once_it_is_healthy():
     endpoint = urlparse(client["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"])
     assert endpoint.hostname == "otel-collector" and str(endpoint.port) == http.rsplit(":", 1)[1]
     assert client["environment"]["OTEL_SERVICE_NAME"] == "client"
+
+
+def _required(go_mod: str, module: str) -> str:
+    text = (REPO / "backends" / go_mod / "go.mod").read_text()
+    return re.search(rf"^\s*(?:require\s+)?{re.escape(module)} (v\S+)", text, re.M).group(1)
+
+
+def test_the_images_are_the_releases_the_tests_build_and_run():
+    # scripts/build-backends builds these from their Go modules (docs/backends.md); the
+    # tests run those builds, so compose pulls the same releases.
+    services, _ = _load()
+    images = {name: s["image"].rsplit(":", 1)[1] for name, s in services.items() if "image" in s}
+    script = (REPO / "scripts" / "build-backends").read_text()
+    jaeger_v2 = re.search(r"version\.latestVersion=v(\S+)", script).group(1)
+    assert _required("jaeger", "github.com/jaegertracing/jaeger") == "v1.75.0"
+    assert images["jaeger"] == jaeger_v2 == "2.12.0"
+    otelcol = _required("otelcol", "go.opentelemetry.io/collector/otelcol")
+    assert images["otel-collector"] == otelcol.lstrip("v")
+    # Prometheus 3.x.y is the Go module's v0.3xx.y (v0.316.0: 3.16.0).
+    prom = re.fullmatch(
+        r"v0\.3(\d\d)\.(\d+)", _required("prometheus", "github.com/prometheus/prometheus")
+    )
+    assert images["prometheus"] == f"v3.{int(prom.group(1))}.{prom.group(2)}"
