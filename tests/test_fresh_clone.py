@@ -15,12 +15,16 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.integration
 FIXTURE_TEST = "tests/analysis/test_analyze.py::test_hotrod_critical_path_covers_root_exactly"
 BROWSER_TEST = "tests/report/test_html.py::test_report_renders_in_headless_chromium"
+BACKENDS_TEST = (
+    "tests/backends/test_configs.py::test_promtool_checks_the_prometheus_config_compose_mounts"
+)
 
 
 def _pytest(test: str, ci: bool, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env["HOPTRACE_FIXTURES"] = str(tmp_path / "no-fixtures-here")
     env["HOPTRACE_CHROMIUM"] = str(tmp_path / "no-chromium-here")
+    env["HOPTRACE_BACKENDS"] = str(tmp_path / "no-builds-here")
     if ci:
         env["CI"] = "true"
     return subprocess.run(
@@ -29,13 +33,16 @@ def _pytest(test: str, ci: bool, tmp_path: Path) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("test", [FIXTURE_TEST, BROWSER_TEST], ids=["fixtures", "chromium"])
+@pytest.mark.parametrize(
+    "test", [FIXTURE_TEST, BROWSER_TEST, BACKENDS_TEST], ids=["fixtures", "chromium", "backends"]
+)
 def test_missing_fixtures_or_browser_skip_with_one_line_and_fail_in_ci(test, tmp_path):
     local = _pytest(test, ci=False, tmp_path=tmp_path)
     assert local.returncode == 0, local.stdout
     assert "1 skipped" in local.stdout
     reason = [line for line in local.stdout.splitlines() if line.startswith("SKIPPED")]
-    assert len(reason) == 1 and ("HOPTRACE_FIXTURES" in reason[0] or "install-browser" in reason[0])
+    assert len(reason) == 1
+    assert any(w in reason[0] for w in ("HOPTRACE_FIXTURES", "install-browser", "build-backends"))
     ci = _pytest(test, ci=True, tmp_path=tmp_path)
     assert ci.returncode == 1
     assert "CI=true: this test must run" in ci.stdout
