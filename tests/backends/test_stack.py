@@ -277,26 +277,32 @@ def test_jaeger_the_file_and_the_store_give_the_same_traces_and_shares(stack, be
 
 
 def _spanmetrics(path: Path) -> dict[tuple[str, str], tuple[int, float]]:
-    """The spanmetrics connector's last cumulative count and duration sum (ms) of each
-    (service, span name), from the file exporter's OTLP JSON lines."""
-    out: dict[tuple[str, str], tuple[int, float]] = {}
+    """The spanmetrics connector's count and duration sum (ms) of each (service, span
+    name), from the file exporter's OTLP JSON lines: the last cumulative point of each
+    series (per resource, two processes of one service being two, and per span kind and
+    status), added up."""
+    last: dict[tuple[str, str, str, bytes], tuple[int, float]] = {}
     for line in path.read_bytes().splitlines():
         for rm in orjson.loads(line).get("resourceMetrics", []):
-            service = next(
-                a["value"]["stringValue"]
-                for a in rm["resource"]["attributes"]
-                if a["key"] == "service.name"
-            )
+            attrs = {a["key"]: a["value"] for a in rm["resource"]["attributes"]}
+            resource = orjson.dumps(attrs, option=orjson.OPT_SORT_KEYS).decode()
+            service = attrs["service.name"]["stringValue"]
             for sm in rm["scopeMetrics"]:
                 for metric in sm["metrics"]:
                     if not metric["name"].endswith(".duration"):
                         continue
                     for point in metric["histogram"]["dataPoints"]:
-                        attrs = {
-                            a["key"]: a["value"].get("stringValue") for a in point["attributes"]
-                        }
-                        key = (service, attrs["span.name"])
-                        out[key] = (int(point["count"]), float(point["sum"]))
+                        name = next(
+                            a["value"]["stringValue"]
+                            for a in point["attributes"]
+                            if a["key"] == "span.name"
+                        )
+                        series = (resource, service, name, orjson.dumps(point["attributes"]))
+                        last[series] = (int(point["count"]), float(point["sum"]))
+    out: dict[tuple[str, str], tuple[int, float]] = {}
+    for (_, service, name, _), (count, total) in last.items():
+        n, t = out.get((service, name), (0, 0.0))
+        out[(service, name)] = (n + count, t + total)
     return out
 
 
