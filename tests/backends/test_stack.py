@@ -25,6 +25,7 @@ from tests.backends import programs
 from tests.conftest import CollectorProcess
 from tests.helpers import eventually, fresh_tracer_provider, hoptrace
 from tracer.analysis import analyze, load
+from tracer.analysis.query import Query
 from tracer.bench import stage_growth
 
 pytestmark = [pytest.mark.integration, pytest.mark.backends, pytest.mark.timeout(600)]
@@ -55,6 +56,7 @@ class Stack:
             programs.prometheus(folder / "prometheus", programs.prometheus_config(target))
         )
         # The gateway's pool of 2 makes a knee at 8 clients (tests/bench/test_bench.py).
+        # The services export to the Collector; the chain's own collector gets nothing.
         self.chain = exits.enter_context(
             Chain(
                 folder / "unused.db",
@@ -75,14 +77,8 @@ class Stack:
         return (
             len(load([self.collect.store]).traces),
             file_traces,
-            len(load([self.jaeger.urls["query"]], _all_recent()).traces),
+            len(load([self.jaeger.urls["query"]], Query(limit=1000)).traces),
         )
-
-
-def _all_recent():
-    from tracer.analysis.query import Query
-
-    return Query(limit=1000)
 
 
 @pytest.fixture(scope="module")
