@@ -53,8 +53,10 @@ def test_jaeger_before_2_19_gets_snake_case_after_its_400(tmp_path):
     traces = recent_traces(24)
     reference = analyze(load([otlp_file(tmp_path, traces)]))
     with _jaeger(traces, version=(2, 18)).running() as jaeger:
-        result = analyze(load([jaeger.url]))  # every service: client, gateway, app, model
-    assert numbers_of(result) == numbers_of(reference)
+        loaded = load([jaeger.url])  # every service: client, gateway, app, model
+    assert numbers_of(analyze(loaded)) == numbers_of(reference)
+    # Each trace was found by all four searches, and is held once.
+    assert sum(map(len, loaded.traces.values())) == sum(map(len, traces))
     searches = _searches(jaeger)
     assert "query.serviceName" in searches[0] and "query.service_name" in searches[1]
     # Once known, the snake_case names go first: one search per further service.

@@ -34,6 +34,9 @@ REPO = programs.REPO
 DASHBOARD = REPO / "collector" / "grafana" / "dashboards" / "hoptrace.json"
 SPANMETRICS = REPO / "collector" / "otelcol-spanmetrics.yaml"
 WARM, MEASURED = 3, 16
+#: Every trace of the module: the dashboard's two parts, then the bench's warm-ups (2
+#: at one client, 8 at eight) and its 16 requests at each level.
+ALL = WARM + MEASURED + (2 + 8) + 2 * 16
 
 
 class Stack:
@@ -70,15 +73,23 @@ class Stack:
         tracer.setup(service_name="client", endpoint=self.otelcol.urls["http"])
         exits.callback(tracer.shutdown)
 
-    def counts(self) -> tuple[int, int, int]:
-        """Traces in the store, the file and Jaeger (every service)."""
+    def counts(self) -> list[tuple[int, int]]:
+        """Traces and spans in the store, the file and Jaeger (every service)."""
         tracer.force_flush()
-        file_traces = len(load([self.file]).traces) if self.file.exists() else 0
-        return (
-            len(load([self.collect.store]).traces),
-            file_traces,
-            len(load([self.jaeger.urls["query"]], Query(limit=1000)).traces),
+        sources = [
+            load([self.collect.store]),
+            load([self.file]) if self.file.exists() else None,
+            load([self.jaeger.urls["query"]], Query(limit=1000)),
+        ]
+        return [(len(t.traces), sum(map(len, t.traces.values()))) if t else (0, 0) for t in sources]
+
+    def settled(self, traces: int) -> list[tuple[int, int]]:
+        """The counts, once every source holds ``traces`` traces and the same spans."""
+        counts = eventually(
+            self.counts, lambda c: c[0][0] == traces and len(set(c)) == 1, deadline_s=60
         )
+        assert len(set(counts)) == 1 and counts[0][0] == traces, counts
+        return counts
 
 
 @pytest.fixture(scope="module")
@@ -255,8 +266,7 @@ def test_bench_names_the_same_grown_stage_from_jaeger_as_from_the_store(stack, b
 
 
 def test_jaeger_the_file_and_the_store_give_the_same_traces_and_shares(stack, bench):
-    counts = eventually(stack.counts, lambda c: c[0] == c[1] == c[2], deadline_s=60)
-    assert counts[0] == counts[1] == counts[2] == WARM + MEASURED + (2 + 8) + 2 * 16, counts
+    counts = stack.settled(ALL)
     answers = {}
     for name, source in (
         ("jaeger", stack.jaeger.urls["query"]),
@@ -269,7 +279,7 @@ def test_jaeger_the_file_and_the_store_give_the_same_traces_and_shares(stack, be
         answers[name] = orjson.loads(done.stdout)
     store = answers["store"]
     for name in ("jaeger", "file"):
-        assert answers[name]["traces"] == store["traces"] == counts[0]
+        assert answers[name]["traces"] == store["traces"] == counts[0][0]
         assert answers[name]["spans"] == store["spans"]
         shares = {g["name"]: g["share"] for g in answers[name]["groups"]}
         for g in store["groups"]:
@@ -307,7 +317,7 @@ def _spanmetrics(path: Path) -> dict[tuple[str, str], tuple[int, float]]:
 
 
 def test_span_metrics_count_every_span_while_hoptrace_splits_the_critical_path(stack, bench):
-    eventually(stack.counts, lambda c: c[0] == c[1] == c[2], deadline_s=60)
+    stack.settled(ALL)
     spans = [s for t in load([stack.collect.store]).traces.values() for s in t]
     per_span: dict[tuple[str, str], tuple[int, float]] = {}
     for s in spans:

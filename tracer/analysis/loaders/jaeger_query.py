@@ -110,7 +110,8 @@ def load_jaeger(
     """Search Jaeger (or take ``trace_ids``) and add the traces to ``traceset``.
 
     Without ``service``, every service Jaeger knows is searched; each search keeps
-    its ``limit`` most recent traces (:data:`DEFAULT_LIMIT` when None).
+    its ``limit`` most recent traces (:data:`DEFAULT_LIMIT` when None), and a trace
+    that more than one search found is added once.
 
     Raises:
         SourceError: Jaeger does not answer, or cannot list its services.
@@ -126,6 +127,7 @@ def load_jaeger(
         want = limit or DEFAULT_LIMIT
         now = dt.datetime.now(dt.UTC)
         since = now - dt.timedelta(seconds=lookback_s)
+        seen: set[str] = set()  # a trace through four services is found four times
         for svc in [service] if service else _services(client, base):
             resp = _search(client, base, style, svc, operation, since, now, want + 1)
             if resp.status_code == 404 and isinstance(json_of(resp), dict):
@@ -138,7 +140,9 @@ def load_jaeger(
             found = TraceSet(warnings=traceset.warnings)
             _add_body(resp.content, found, f"{base} ({svc})")
             _keep_newest(found, want, limit is not None, svc)
-            traceset.add(s for spans in found.traces.values() for s in spans)
+            new = [spans for tid, spans in found.traces.items() if tid not in seen]
+            seen.update(found.traces)
+            traceset.add(s for spans in new for s in spans)
 
 
 def _search(
