@@ -45,11 +45,10 @@ def _folders() -> dict[str, Path]:
 def program(name: str, binary: str | None = None) -> Path:
     """The path of a built program (``binary`` within the ``name`` build); skips the
     test (fails it in CI) when it is not built."""
-    folder = _folders().get(name)
-    path = folder / (binary or name) if folder else None
-    if path is None or not (folder / ".built").exists() or not path.exists():  # type: ignore[operator]
+    folder = _folders().get(name, Path("/nonexistent"))
+    path = folder / (binary or name)
+    if not (folder / ".built").exists() or not path.exists():
         skip_or_fail(f"{binary or name} is not built: run scripts/build-backends (needs Go)")
-    assert path is not None
     return path
 
 
