@@ -362,6 +362,12 @@ def _error(status: int, message: str) -> Answer:
     return status, "text/plain; charset=utf-8", body
 
 
+def _v3_result(otlp: dict[str, Any]) -> Answer:
+    # jsonpb writes it with no Content-Type set: Go's sniffing makes it text/plain (as
+    # the real Jaeger answers, tests/backends/test_jaeger.py).
+    return 200, "text/plain; charset=utf-8", orjson.dumps({"result": otlp})
+
+
 @dataclass
 class JaegerStandIn(StandIn):
     """Jaeger v2's query service: api/v3 search and trace by id, v1 services and trace."""
@@ -434,7 +440,7 @@ class JaegerStandIn(StandIn):
         if not found:
             return _error(404, "No traces found")
         merged = [rs for t in found for rs in to_otlp_json(t.spans)["resourceSpans"]]
-        return _json(200, {"result": {"resourceSpans": merged}})
+        return _v3_result({"resourceSpans": merged})
 
     def _get(self, trace_id: str, v3: bool) -> Answer | Any:
         tid = trace_id.lower().rjust(32, "0")
@@ -443,7 +449,7 @@ class JaegerStandIn(StandIn):
         found = self._trace(tid)
         if isinstance(found, StoredTrace):
             if v3:
-                return _json(200, {"result": to_otlp_json(found.spans)})
+                return _v3_result(to_otlp_json(found.spans))
             return _json(200, {**to_jaeger_json(found.spans), "total": 0, "limit": 0, "offset": 0})
         if found is None:
             if v3:
