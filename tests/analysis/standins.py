@@ -41,7 +41,7 @@ Jaeger v2 (github.com/jaegertracing/jaeger,
   ``{"error": {"httpCode", "message"}}`` written by ``http.Error`` (text/plain, a
   trailing newline), no traces: 404 "No traces found"; ``snapshots/FindTraces.json``:
   hex ids, integer kinds. ``internal/storage/v2/memory/tenant.go`` ``findTraceAndIds``:
-  the memory store walks its ring from the trace it received last and stops at the
+  the memory store walks its ring from the trace it stored last and stops at the
   search depth (checked against the real Jaeger in tests/backends/test_jaeger.py).
   The v1 ``/api/services`` and ``/api/traces/<id>``
   (``http_handler.go``) answer ``{"data": ..., "total", "limit", "offset", "errors"}``.
@@ -429,7 +429,7 @@ class JaegerStandIn(StandIn):
         depth = depth or q.get("query.num_traces", "") or "100"
         lo = dt.datetime.fromisoformat(tmin).timestamp() * 1e9
         hi = dt.datetime.fromisoformat(tmax).timestamp() * 1e9
-        found = [  # the last received first, as the memory store walks its ring
+        found = [  # the last stored first, as the memory store walks its ring
             t
             for t in reversed(self.traces.values())
             if lo <= t.start_ns <= hi
