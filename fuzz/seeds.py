@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import random
 from pathlib import Path
 
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tracer.analysis.synthetic import mixed_traces, to_otlp_json
 
 #: Seeds longer than this are cut: the fuzzer's -max_len (fuzz/run).
 MAX_LEN = 16384
@@ -23,21 +22,10 @@ _TRACE = "0af7651916cd43dd8448eb211c80319c"
 
 
 def _generated() -> list[bytes]:
-    rng = random.Random(11)
-    out = []
-    for i in range(24):
-        ms = {k: v * rng.uniform(0.6, 1.6) for k, v in SEED_MS.items()}
-        trace = chain_trace(
-            f"{i + 1:032x}",
-            1_750_000_000_000_000_000 + i * 7_000_000,
-            ms,
-            model_ttft_ms=ms["inference"] * 0.2 if i % 2 else None,
-            tokens=(600 + i, 120 + i) if i % 3 else None,
-            engine_ms=(1.0 + i, 5.0, 30.0) if i % 4 == 0 else None,
-        )
-        if i % 5 == 0:
-            trace[rng.randrange(len(trace))].status = 2
-        out.append(json.dumps(to_otlp_json(trace), separators=(",", ":")).encode())
+    out = [
+        json.dumps(to_otlp_json(trace), separators=(",", ":")).encode()
+        for trace in mixed_traces(24, seed=11)
+    ]
     # two lines of one service each, as a Collector's file exporter writes them
     return out + [out[1] + b"\n" + out[2], out[3] + b"\n" + out[3]]
 

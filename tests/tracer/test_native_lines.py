@@ -297,26 +297,10 @@ def test_the_lines_it_is_meant_for_are_taken_not_stepped_aside():
     # What exporters write for the chain and for LLM calls (token counts, engine
     # latencies, first-token marks, an error status), and plain odd values: a decoder that
     # stepped aside on them would pass every "equal or step aside" check.
-    import random
-
     from tests.tracer.test_otlp_lines import _LAX_LINES
-    from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+    from tracer.analysis.synthetic import mixed_traces, to_otlp_json
 
-    rng = random.Random(3)
-    lines = []
-    for i in range(40):
-        ms = {k: v * rng.uniform(0.6, 1.6) for k, v in SEED_MS.items()}
-        trace = chain_trace(
-            f"{i + 1:032x}",
-            1_750_000_000_000_000_000 + i * 7_000_000,
-            ms,
-            model_ttft_ms=ms["inference"] * 0.2 if i % 2 else None,
-            tokens=(600 + i, 120 + i) if i % 3 else None,
-            engine_ms=(1.0 + i, 5.0, 30.0) if i % 4 == 0 else None,
-        )
-        if i % 5 == 0:
-            trace[rng.randrange(len(trace))].status = 2
-        lines.append(json.dumps(to_otlp_json(trace)).encode())
+    lines = [json.dumps(to_otlp_json(trace)).encode() for trace in mixed_traces(40)]
     lines.append(_line([_span(i, _llm_attributes(i)) for i in range(30)]))
     for line in lines + list(_LAX_LINES):
         assert native(line) is not None, line[:200]

@@ -9,13 +9,14 @@ formats the analyzer reads.
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable
 from typing import Any
 
 from tracer import attributes as attrs
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
-__all__ = ["SEED_MS", "chain_trace", "to_jaeger_json", "to_otlp_json"]
+__all__ = ["SEED_MS", "chain_trace", "mixed_traces", "to_jaeger_json", "to_otlp_json"]
 
 MS = 1_000_000
 #: The demo's story: 600 ms outside the model, 1000 ms of inference.
@@ -296,3 +297,26 @@ def to_jaeger_json(spans: Iterable[Span]) -> dict[str, Any]:
             }
         )
     return {"data": list(traces.values())}
+
+
+def mixed_traces(count: int, seed: int = 3) -> list[list[Span]]:
+    """``count`` traces of the chain with what exporters write of LLM calls, varied:
+    timings within 0.6-1.6x of :data:`SEED_MS`, a first-token mark on every second trace,
+    token counts on two in three, engine latencies on one in four, an error status on one
+    span of one in five (the decoders' and the fuzzer's everyday lines)."""
+    rng = random.Random(seed)
+    traces = []
+    for i in range(count):
+        ms = {k: v * rng.uniform(0.6, 1.6) for k, v in SEED_MS.items()}
+        trace = chain_trace(
+            f"{i + 1:032x}",
+            1_750_000_000_000_000_000 + i * 7_000_000,
+            ms,
+            model_ttft_ms=ms["inference"] * 0.2 if i % 2 else None,
+            tokens=(600 + i, 120 + i) if i % 3 else None,
+            engine_ms=(1.0 + i, 5.0, 30.0) if i % 4 == 0 else None,
+        )
+        if i % 5 == 0:
+            trace[rng.randrange(len(trace))].status = 2
+        traces.append(trace)
+    return traces
