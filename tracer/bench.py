@@ -157,18 +157,15 @@ class LevelResult:
         return len(self.ok) / self.wall_s if self.wall_s > 0 else 0.0
 
     def answer_rate(self) -> float:
-        """An open loop's successful answers per second, from the first to the last
-        (the rate it kept up with: the sending pace, or what the service could do)."""
+        """An open loop's answers per second, first to last: the rate it kept up with."""
         return _rate(sorted(s.intended_s + s.intended_e2e_ms / 1000 for s in self.ok))
 
     def sent_rate(self) -> float:
-        """An open loop's requests per second as the schedule sent them (the rate
-        asked for, give or take the draw)."""
+        """An open loop's requests per second as the schedule sent them."""
         return _rate(sorted(s.intended_s for s in self.samples))
 
     def latency_growth(self) -> float:
-        """An open loop's P50 from the intended send time in the second half of the
-        level over the first half's: a queue that grows through the level doubles it."""
+        """An open loop's P50 (from the intended send) in its second half over its first."""
         ok = sorted(self.ok, key=lambda s: s.intended_s)
         half = len(ok) // 2
         if half < 1:
@@ -177,8 +174,7 @@ class LevelResult:
         return statistics.median(s.intended_e2e_ms for s in ok[half:]) / first if first else 1.0
 
     def open_loop(self) -> dict[str, Stats] | None:
-        """An open-loop level's end to end from the intended send time, send lag
-        (how late the client sent, its wait for a slot aside) and wait for a slot."""
+        """An open loop's end to end from the intended send, send lag and slot wait."""
         if self.rate_per_s is None or not self.ok:
             return None
         return {
