@@ -14,8 +14,8 @@ setup(
             extra_compile_args=["-O2"],
         ),
         Extension(
-            "tracer.analysis.execution._native",
-            ["tracer/analysis/execution/_native.c"],
+            "tracer.analysis.attribution._native",
+            ["tracer/analysis/attribution/_native.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -157,7 +157,7 @@ def _chain_spans(out: Path) -> int:
     from demo_app.chain import Chain
     from demo_app.overhead import stream_requests
     from tracer.analysis import load
-    from tracer.analysis.prepare import prepare
+    from tracer.analysis.model.prepare import prepare
     from tracer.spans.model import Warnings
 
     with tempfile.TemporaryDirectory(prefix="hoptrace-floor-") as tmp:

@@ -2,7 +2,7 @@
 
 When live metrics are on, the writer hands every batch of rows it committed to
 :meth:`LiveMetrics.offer`, which only queues it: a sender thread pickles the batches
-into a pipe to the attribution process (:mod:`collector._live_worker`), where traces
+into a pipe to the attribution process (:mod:`tracer.analysis.live.worker`), where traces
 are attributed as ``hoptrace analyze`` would and recorded into Prometheus metrics
 (:mod:`collector.metrics`), the last-minute window of ``hoptrace top``
 (:mod:`collector.window`) and, opt-in, OTLP metrics (:mod:`collector.otlp_metrics`).
@@ -127,7 +127,7 @@ class LiveMetrics:
             [
                 sys.executable,
                 "-m",
-                "collector._live_worker",
+                "tracer.analysis.live.worker",
                 str(data_read.fileno()),
                 str(control_child.fileno()),
                 orjson.dumps(settings).decode(),

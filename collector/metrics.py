@@ -8,7 +8,7 @@ time is ``sum(stage seconds) / sum(end-to-end seconds)`` over any window, as
 ``hoptrace analyze`` computes it. Labels are bounded by :class:`LabelLimiter`: past a
 label's limit of distinct values, new values become ``other`` (counted).
 
-Runs in the attribution process (:mod:`collector._live_worker`), never in the receiver.
+Runs in the attribution process (:mod:`tracer.analysis.live.worker`), never in the receiver.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Traces waiting to be complete before the live attribution takes them.
 
-A trace is **ready** when the arrival rule of :func:`tracer.analysis.arrival.is_complete`
+A trace is **ready** when the arrival rule of :func:`tracer.analysis.loaders.arrival.is_complete`
 holds (every span's parent has arrived, and every service that traces of the same
 entry point went through has reported) and no span of it has arrived for ``settle_s``
 seconds (services export on their own batch timers, so a trace that looks complete

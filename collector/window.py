@@ -62,7 +62,7 @@ def _at(values: list[tuple[float, float]], rank: float) -> float:
 
 
 class Window:
-    """A :class:`~collector.attribution.Sink` keeping recent traces for summaries."""
+    """A :class:`~tracer.analysis.live.attribution.Sink` keeping recent traces for summaries."""
 
     def __init__(
         self, clock: Callable[[], float] = time.monotonic, max_traces: int = MAX_TRACES

@@ -26,10 +26,10 @@ from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
-from tracer.analysis.answer import Question, answer
-from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.whatif.answer import Question, answer
+from tracer.analysis.loaders.arrival import wait_for_traces
 from tracer.analysis.split import split_traces
-from tracer.analysis.substages import covers
+from tracer.analysis.model.substages import covers
 
 __all__ = [
     "DEMO_SERVICES",
@@ -239,7 +239,7 @@ def run_demo(
 
 def demo_projections(traces: TraceSet, speedup: float, stages: list[str]) -> list[WhatIf]:
     """Each stage ``speedup`` times faster, projected from the baseline's traces and
-    answered as ``hoptrace whatif`` answers it (:func:`tracer.analysis.answer.answer`:
+    answered as ``hoptrace whatif`` answers it (:func:`tracer.analysis.whatif.answer.answer`:
     the same model for the whole model and each part of it)."""
     return [answer(what_if(traces, stage, speedup), lambda: traces, Question()) for stage in stages]
 

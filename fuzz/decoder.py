@@ -10,7 +10,7 @@ each input, so that any finding reproduces from its input alone. For each line:
 - ``traces_from_otlp_line``, the analyzer's whole path, returns or steps aside and
   raises nothing;
 - for every trace decoded, the compiled shape words and split holder
-  (``tracer/analysis/execution/_native.c``) equal their Python references
+  (``tracer/analysis/attribution/_native.c``) equal their Python references
   (``words.shape_words``, ``words.earliest_holder``), or decline (NotImplemented).
 
 A mismatch raises, and atheris reports it as a finding with the input that made it; a
@@ -28,7 +28,7 @@ with atheris.instrument_imports(include=["tracer.spans"]):
     from tracer.spans import _otlp_lines
     from tracer.spans._otlp_lines import traces_from_otlp_line, typed_traces
 
-from tracer.analysis.execution import words as _words  # noqa: E402
+from tracer.analysis.attribution import words as _words  # noqa: E402
 
 _native = _otlp_lines._native_decode
 _compiled_words = _words._compiled_words

@@ -1,6 +1,6 @@
 """Whether hoptrace's compiled parts are used: the C decoder of OTLP JSON lines
 (``tracer/spans/_native.c``, the part ``decoder``) and the analysis's per-trace steps
-(``tracer/analysis/execution/_native.c``): the streaming window (``window``) and the
+(``tracer/analysis/attribution/_native.c``): the streaming window (``window``) and the
 batches' shape words with a split value's span (``words``). They are built at install
 where a C compiler is; ``HOPTRACE_NATIVE=off`` runs their Python twins instead (the
 reference each is tested against), and a list such as ``HOPTRACE_NATIVE=decoder,window``

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from tracer._errors import ConfigError, NoUsableDataError
 from tracer.analysis.aggregate import Stats
-from tracer.analysis.slo import Slo
+from tracer.analysis.checks.slo import Slo
 
 __all__ = [
     "DEFAULT_ATTAINMENT",

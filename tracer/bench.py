@@ -51,7 +51,7 @@ from tracer._sweep import (
     stage_growth,
 )
 from tracer.analysis.aggregate import Stats, stats
-from tracer.analysis.slo import Slo
+from tracer.analysis.checks.slo import Slo
 
 __all__ = [
     "BenchResult",

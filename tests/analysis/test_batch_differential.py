@@ -7,7 +7,7 @@ latencies, token counts, model names, a sampler's attributes, values of every ty
 the trace state (a sampler's threshold, other vendors' entries) and the resource.
 
 The key of a batch is derived from what the scalar path's decisions read
-(``tracer/analysis/execution/shapes.py``); this test is the proof that nothing a
+(``tracer/analysis/attribution/shapes.py``); this test is the proof that nothing a
 decision reads escapes it."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from tracer._json_export import _value as otlp_value  # the exporter's own encoding
 from tracer.analysis import analyze_sources, load, what_if
-from tracer.analysis.execution import attribute as attribute_module
-from tracer.analysis.execution.shapes import FIELDS
-from tracer.analysis.prepare import prepare
+from tracer.analysis.attribution import attribute as attribute_module
+from tracer.analysis.attribution.shapes import FIELDS
+from tracer.analysis.model.prepare import prepare
 from tracer.analysis.query import Query
 from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
 from tracer.spans.model import Span, Warnings
@@ -360,7 +360,7 @@ def test_a_decision_that_reads_the_trace_state_leaves_its_shape_to_the_scalar_pa
     """The batches read the trace state only for the weight. Were a stage rule to read
     it (here: a root whose trace state names a vendor is an error), the shape would be
     learned as one the batches cannot take, and the answers would still agree."""
-    prepare_module = importlib.import_module("tracer.analysis.prepare")
+    prepare_module = importlib.import_module("tracer.analysis.model.prepare")
     resolve = prepare_module._resolve_stages
 
     def reading(spans, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202

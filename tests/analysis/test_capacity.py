@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import hoptrace
 from tracer._errors import ConfigError
-from tracer.analysis.capacity import (
+from tracer.analysis.whatif.capacity import (
     Capacities,
     load_capacity_file,
     parse_capacities,

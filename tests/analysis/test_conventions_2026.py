@@ -22,7 +22,7 @@ from tests.analysis.test_batch_differential import _both
 from tests.analysis.test_engines import CLIENT, INTERNAL, SERVER, load_docs, otlp, span
 from tracer import attributes as attrs
 from tracer.analysis import analyze, break_down, prepare
-from tracer.analysis.substages import covers
+from tracer.analysis.model.substages import covers
 from tracer.spans.model import Warnings
 
 US = 1_000

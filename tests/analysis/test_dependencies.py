@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracer.analysis import TraceSet, analyze, what_if
-from tracer.analysis.critical_path import trace_dependencies, trace_times
-from tracer.analysis.dependencies import critical_sections, critical_times, tolerance_ns
-from tracer.analysis.prepare import prepare
+from tracer.analysis.model.critical_path import trace_dependencies, trace_times
+from tracer.analysis.model.dependencies import critical_sections, critical_times, tolerance_ns
+from tracer.analysis.model.prepare import prepare
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,

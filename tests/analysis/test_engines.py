@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from tracer.analysis import analyze, load, what_if
-from tracer.analysis.stage_map import parse_stage_map
+from tracer.analysis.conventions.stage_map import parse_stage_map
 
 MS = 1_000_000
 T0 = 1_760_000_000_000_000_000

@@ -14,10 +14,10 @@ from tests.analysis.standins import JaegerStandIn, Recorder, numbers_of, otlp_fi
 from tests.helpers import hoptrace
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, load
-from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.loaders.arrival import wait_for_traces
 from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 
 def _jaeger(traces, **kwargs):

@@ -10,10 +10,10 @@ import pytest
 from tests.helpers import hoptrace
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
-from tracer.analysis.loadmodel import project_load
-from tracer.analysis.loadrun import load_run
-from tracer.analysis.scenario import Faster
-from tracer.analysis.slo import parse_slo
+from tracer.analysis.whatif.loadmodel import project_load
+from tracer.analysis.whatif.loadrun import load_run
+from tracer.analysis.whatif.scenario import Faster
+from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.synthetic import to_otlp_json
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
 

@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import REPO
 from tests.helpers import hoptrace, skip_or_fail
 from tracer.analysis import analyze_sources, load
-from tracer.analysis.critical_path import trace_times
-from tracer.analysis.prepare import prepare
+from tracer.analysis.model.critical_path import trace_times
+from tracer.analysis.model.prepare import prepare
 from tracer.analysis.query import Query
 from tracer.spans.model import KIND_CONSUMER, KIND_PRODUCER, Warnings
 

@@ -10,10 +10,10 @@ import pytest
 
 from tracer.analysis import render
 from tracer.analysis.aggregate import aggregate_table
-from tracer.analysis.execution.attribute import Attributor
-from tracer.analysis.execution.batches import ShapeBatcher
-from tracer.analysis.stage_map import parse_stage_map
-from tracer.analysis.whatif import Projection
+from tracer.analysis.attribution.attribute import Attributor
+from tracer.analysis.attribution.batches import ShapeBatcher
+from tracer.analysis.conventions.stage_map import parse_stage_map
+from tracer.analysis.whatif.retime import Projection
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -326,8 +326,8 @@ def test_a_skewed_trace_tried_twice_counts_once_toward_giving_up_on_its_shape():
     """The stream may try to learn a shape from the same trace twice (at its second
     look and when it is complete): the shape is left to the scalar path after
     LEARN_TRIES different skewed traces, not after one trace tried that often."""
-    from tracer.analysis.execution.batches import LEARN_TRIES
-    from tracer.analysis.execution.shapes import SCALAR as _SCALAR
+    from tracer.analysis.attribution.batches import LEARN_TRIES
+    from tracer.analysis.attribution.shapes import SCALAR as _SCALAR
 
     rng = random.Random(3)
     chain = _SHAPES[0]

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from tracer.analysis.simulate import ACQUIRE, CPU, DELAY, MARK, RELEASE, Step, simulate
+from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, MARK, RELEASE, Step, simulate
 
 MS = 1e6
 

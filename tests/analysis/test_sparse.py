@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from tracer.analysis import _sparse
-from tracer.analysis._reorder import sorted_entries
-from tracer.analysis._sparse import _Names, _Sparse
+from tracer.analysis.table import _sparse
+from tracer.analysis.table._reorder import sorted_entries
+from tracer.analysis.table._sparse import _Names, _Sparse
 
 NAMES = [f"g{i}" for i in range(9)]
 

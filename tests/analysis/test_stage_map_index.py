@@ -8,11 +8,11 @@ from importlib import resources
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracer.analysis.stage_map import StageMapRules, conventions, parse_stage_map
+from tracer.analysis.conventions.stage_map import StageMapRules, conventions, parse_stage_map
 from tracer.spans.model import Span
 
 _shipped = tomllib.loads(
-    resources.files("tracer.analysis").joinpath("conventions.toml").read_text("utf-8")
+    resources.files("tracer.analysis.conventions").joinpath("conventions.toml").read_text("utf-8")
 )["rule"]
 _NAMES = sorted(
     {

@@ -157,7 +157,7 @@ def test_queued_traces_keep_their_spans_only_while_the_batch_may_give_them_back(
     """A batched trace whose remote children lie inside their parents cannot be given
     back to the scalar path: the queue holds its times, not its spans. A skewed one
     keeps its spans, is given back, and gets the scalar path's row."""
-    from tracer.analysis.execution.attribute import Attributor
+    from tracer.analysis.attribution.attribute import Attributor
 
     traces = _traces(3)
     attribute = Attributor(group_by="stage", stage_map=None, batched=True)

@@ -7,8 +7,8 @@ import random
 
 import numpy as np
 
-from tracer.analysis._table import TraceTable
-from tracer.analysis.breakdown import TraceBreakdown
+from tracer.analysis.table._table import TraceTable
+from tracer.analysis.model.breakdown import TraceBreakdown
 
 
 def _breakdown(rng: random.Random, i: int) -> TraceBreakdown:
@@ -63,7 +63,7 @@ def test_columns_sort_rows_and_their_group_entries_by_start_then_trace_id():
 def test_columns_that_take_the_rows_over_equal_the_columns_of_a_copy(monkeypatch):
     # Small pieces and chunks, so that the source columns are cut into many pieces and
     # let go while rows come out of order (starts shuffled locally, some dropped).
-    from tracer.analysis import _reorder
+    from tracer.analysis.table import _reorder
 
     monkeypatch.setattr(_reorder, "_PIECE", 7)
     monkeypatch.setattr(_reorder, "_CHUNK", 5)

@@ -23,7 +23,7 @@ from tests.analysis.standins import (
 from tests.helpers import hoptrace
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis import analyze, load
-from tracer.analysis.arrival import wait_for_traces
+from tracer.analysis.loaders.arrival import wait_for_traces
 from tracer.analysis.loaders.tempo import load_tempo, traceql
 from tracer.analysis.query import Query
 from tracer.analysis.synthetic import to_otlp_json
@@ -178,7 +178,7 @@ def test_bad_answers_for_single_traces_are_counted_and_the_rest_analysed(tmp_pat
     reference = analyze(
         load([otlp_file(tmp_path, [t for t in traces if t[0].trace_id not in failures])])
     )
-    from tracer.analysis.traceset import TraceSet
+    from tracer.analysis.model.traceset import TraceSet
 
     loaded = TraceSet()
     with _tempo(traces, failures=failures).running() as tempo:

@@ -26,8 +26,8 @@ from tracer._sampling import ConsistentProbabilitySampler
 from tracer.analysis.aggregate import analyze
 from tracer.analysis.loaders import load
 from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
-from tracer.analysis.traceset import TraceSet
-from tracer.analysis.weights import trace_weight
+from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.sampling.weights import trace_weight
 from tracer.cli import main
 from tracer.spans.model import Span, Warnings
 from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
@@ -226,7 +226,7 @@ def test_the_table_and_the_page_show_the_intervals_of_a_sample(tmp_path: Path):
 
 
 def test_slo_attainment_and_goodput_of_a_sample_are_estimates_with_intervals():
-    from tracer.analysis.slo import parse_slo, slo_analysis
+    from tracer.analysis.checks.slo import parse_slo, slo_analysis
 
     ts = TraceSet()
     for i in range(100):  # one a second; half over 1.7 s end to end

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from tests.analysis.test_table_memory import _breakdown
-from tracer.analysis._table import Projected, TraceTable
-from tracer.analysis._transfer import receive_table, send_table
+from tracer.analysis.table._table import Projected, TraceTable
+from tracer.analysis.table._transfer import receive_table, send_table
 from tracer.spans.model import Warnings
 
 pytestmark = pytest.mark.skipif(

@@ -1,9 +1,9 @@
 """The compiled shape words and split holders equal the Python references, on every kind
 of trace.
 
-``words`` (``tracer/analysis/execution/_native.c``) must give what
-:func:`~tracer.analysis.execution.words.shape_words` gives for any list of spans, and
-``earliest`` what :func:`~tracer.analysis.execution.words.earliest_holder` gives, or
+``words`` (``tracer/analysis/attribution/_native.c``) must give what
+:func:`~tracer.analysis.attribution.words.shape_words` gives for any list of spans, and
+``earliest`` what :func:`~tracer.analysis.attribution.words.earliest_holder` gives, or
 NotImplemented (then the reference is used). The spans here vary every field: ids that
 repeat, parents that are missing, None or their own span, key fields of every type,
 attribute dicts in any order, times past int64, marks or none, a trace state.
@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracer.analysis.execution import words as words_module
-from tracer.analysis.execution.attribute import split_value
-from tracer.analysis.execution.words import earliest_holder, shape_words
+from tracer.analysis.attribution import words as words_module
+from tracer.analysis.attribution.attribute import split_value
+from tracer.analysis.attribution.words import earliest_holder, shape_words
 from tracer.spans.model import Span
 
 compiled = words_module._compiled_words
@@ -33,7 +33,7 @@ def test_the_compiled_words_are_built_where_a_compiler_is():
     if shutil.which(cc) is None:
         pytest.skip("no C compiler here: hoptrace installs without the compiled words")
     assert compiled is not None, (
-        "tracer/analysis/execution/_native.c was not built (pip install -e . builds it) "
+        "tracer/analysis/attribution/_native.c was not built (pip install -e . builds it) "
         "or HOPTRACE_NATIVE=off is set"
     )
 

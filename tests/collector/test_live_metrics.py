@@ -29,7 +29,7 @@ from collector.metrics import OTHER, LabelLimiter
 from collector.pending import PendingTraces
 from tests.helpers import eventually
 from tracer import attributes as attrs
-from tracer.analysis.arrival import is_complete
+from tracer.analysis.loaders.arrival import is_complete
 from tracer.spans.model import Span
 
 
@@ -404,7 +404,7 @@ class _Sink:
 
 
 def test_a_timed_out_trace_is_attributed_as_it_is_with_its_root_and_dropped_without():
-    from collector.attribution import LiveAttribution
+    from tracer.analysis.live.attribution import LiveAttribution
     from collector.store import span_row
 
     sink = _Sink()

@@ -14,7 +14,7 @@ from demo_app.chain import Chain
 from demo_app.client import run_requests
 from tests.helpers import eventually, fresh_tracer_provider
 from tracer.analysis import analyze, load
-from tracer.analysis.prepare import prepare
+from tracer.analysis.model.prepare import prepare
 from tracer.spans import Warnings
 
 # Boots real service processes on loopback ports: run with -m integration.

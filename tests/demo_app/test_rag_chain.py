@@ -22,7 +22,7 @@ def test_the_rag_profile_runs_retrieval_and_keyword_search_in_parallel(tmp_path)
     ms); with retrieval 4x faster (15 ms) it becomes the critical branch, as the
     what-if of the first run projects."""
     from tracer.analysis import what_if
-    from tracer.analysis.arrival import wait_for_traces
+    from tracer.analysis.loaders.arrival import wait_for_traces
 
     runs = {}
     for profile in ("rag", "rag,context.retrieval=4"):

@@ -14,7 +14,7 @@ from demo_app.chain import Chain
 from tests.conftest import free_port, wait_http
 from tests.helpers import eventually
 from tracer.analysis import load
-from tracer.analysis.prepare import prepare
+from tracer.analysis.model.prepare import prepare
 from tracer.spans import Warnings
 
 # Boots real service processes on loopback ports: run with -m integration.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tracer.analysis import TraceSet, analyze, compare, exemplar_waterfalls, what_if
-from tracer.analysis.budget import Limit, check_budget
+from tracer.analysis.checks.budget import Limit, check_budget
 from tracer.analysis.render import (
     Report,
     analysis_sections,
@@ -61,7 +61,7 @@ def batches(request):
     """Every golden output three times: with the batches (``on``), with the scalar path
     alone (``HOPTRACE_BATCH=off``), and with the batches but the Python twins of the
     compiled per-trace steps (as ``HOPTRACE_NATIVE=off``); all must give the same bytes."""
-    from tracer.analysis.execution import words
+    from tracer.analysis.attribution import words
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HOPTRACE_BATCH", "off" if request.param == "off" else "on")

@@ -17,7 +17,7 @@ import json
 import pytest
 
 from tracer.analysis.loaders.files import LINE_BAD, LINE_GOOD, add_line
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans import Warnings, _otlp_lines
 from tracer.spans._numbers import attribute_problem
 from tracer.spans._otlp_lines import traces_from_otlp_line, typed_traces
@@ -193,7 +193,7 @@ def test_a_token_count_written_as_text_is_checked_without_an_exception(text, pro
 
 @pytest.mark.skipif(native is None, reason="the compiled parts are not built")
 def test_words_refuses_what_is_not_a_span_before_it_reads_a_field():
-    from tracer.analysis.execution import words
+    from tracer.analysis.attribution import words
 
     compiled = words._compiled_words
     if compiled is None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.tracer.test_otlp_fast_path import _HEX, _event, _span, _value
 from tracer.analysis.loaders.files import LINE_BAD, LINE_GOOD, LINE_UNKNOWN, add_line
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans import Warnings
 from tracer.spans._numbers import NUMERIC_KEYS
 from tracer.spans._otlp_lines import traces_from_otlp_line

@@ -8,20 +8,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis._memory import trim_freed_memory
-from tracer.analysis._sketch import exact_traces as exact_limit
-from tracer.analysis._sketch import percentiles, sketch_note
-from tracer.analysis._sketch import tail as tail_of
-from tracer.analysis._table import _NONE, Columns, Projected, TraceTable
-from tracer.analysis.breakdown import GROUP_BY, TraceBreakdown
-from tracer.analysis.cache import CacheStats, cache_stats
-from tracer.analysis.estimate import quantiles, ratio, weighted_percentiles
+from tracer.analysis.table._memory import trim_freed_memory
+from tracer.analysis.sampling._sketch import exact_traces as exact_limit
+from tracer.analysis.sampling._sketch import percentiles, sketch_note
+from tracer.analysis.sampling._sketch import tail as tail_of
+from tracer.analysis.table._table import _NONE, Columns, Projected, TraceTable
+from tracer.analysis.model.breakdown import GROUP_BY, TraceBreakdown
+from tracer.analysis.table.cache import CacheStats, cache_stats
+from tracer.analysis.sampling.estimate import quantiles, ratio, weighted_percentiles
 from tracer.analysis.execution.parallel import gc_paused
-from tracer.analysis.figures import GroupStats, HopStats, Sample, Stats, TokenStats
-from tracer.analysis.prepare import PreparedTrace, StageMap, prepare
-from tracer.analysis.substages import covers
-from tracer.analysis.traceset import TraceSet
-from tracer.analysis.weighted import sample_of, weighted_group
+from tracer.analysis.table.figures import GroupStats, HopStats, Sample, Stats, TokenStats
+from tracer.analysis.model.prepare import PreparedTrace, StageMap, prepare
+from tracer.analysis.model.substages import covers
+from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.sampling.weighted import sample_of, weighted_group
 from tracer.spans.model import Warnings
 
 __all__ = [
@@ -49,7 +49,7 @@ def stats(
     """:class:`Stats` of ``values_ms`` (all zeros for an empty sample); with
     ``sketched``, the percentiles come from a DDSketch (``docs/analysis.md``); with
     ``weights`` (one per value), they are estimates with intervals
-    (:mod:`tracer.analysis.estimate`; exact, never sketched)."""
+    (:mod:`tracer.analysis.sampling.estimate`; exact, never sketched)."""
     if isinstance(values_ms, np.ndarray):  # (fromiter would walk it in Python)
         arr = values_ms.astype(float, copy=False).ravel()
     else:
@@ -99,7 +99,7 @@ class Analysis:
     split_parts: dict[str, tuple[int, Warnings]] | None = None
     #: True when the percentiles came from the DDSketch (past the exact limit).
     sketched: bool = False
-    #: Cached prompt tokens and TTFT by cached fraction (:mod:`tracer.analysis.cache`).
+    #: Cached prompt tokens and TTFT by cached fraction (:mod:`tracer.analysis.table.cache`).
     cache: CacheStats | None = None
     #: A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms.
     coordinator_ttft: Stats | None = None
@@ -136,7 +136,7 @@ def analyze(
 ) -> Analysis:
     """Attribute every trace of ``traceset`` and aggregate. With ``split_by``, each
     trace's value of that attribute is kept for :func:`~tracer.analysis.split.split_analysis`;
-    with ``projection`` (:class:`~tracer.analysis.whatif.Projection`), its what-if.
+    with ``projection`` (:class:`~tracer.analysis.whatif.retime.Projection`), its what-if.
     Percentiles are exact up to ``exact_traces`` traces (else ``HOPTRACE_EXACT_TRACES``,
     else ten million), then from a DDSketch to within 1%.
 
@@ -144,7 +144,7 @@ def analyze(
         ConfigError: an unknown ``group_by``.
         NoUsableDataError: no trace could be analysed.
     """
-    from tracer.analysis.execution.attribute import Attributor
+    from tracer.analysis.attribution.attribute import Attributor
 
     if group_by not in GROUP_BY:
         raise ConfigError(f"group_by must be one of {', '.join(GROUP_BY)}, got {group_by!r}")
@@ -176,7 +176,7 @@ def aggregate_table(
     """Aggregate the rows of ``table``, which gives them up (only its :meth:`~TraceTable.tally`
     stays); ``loaded`` are the loaders' warnings, ``tally`` the analyzer's (in that
     order in the result). Percentiles are exact up to
-    ``exact_traces`` traces (:func:`~tracer.analysis._sketch.exact_traces`), then
+    ``exact_traces`` traces (:func:`~tracer.analysis.sampling._sketch.exact_traces`), then
     sketched."""
     # One order whatever the source order or the number of workers: exemplar ties and
     # the JSON come out the same. The table gives its rows up to the columns as they

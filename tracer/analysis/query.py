@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from tracer._errors import ConfigError
 from tracer._sources import BACKENDS
-from tracer.analysis.breakdown import GROUP_BY
-from tracer.analysis.traceset import TraceFilter
+from tracer.analysis.model.breakdown import GROUP_BY
+from tracer.analysis.model.traceset import TraceFilter
 
 if TYPE_CHECKING:
-    from tracer.analysis._table import Projected
-    from tracer.analysis.prepare import PreparedTrace, StageMap
+    from tracer.analysis.table._table import Projected
+    from tracer.analysis.model.prepare import PreparedTrace, StageMap
 
 __all__ = ["ENGINES", "Query", "parse_duration"]
 
@@ -61,7 +61,7 @@ class Query:
         group_by: ``stage``, ``service`` or ``operation``.
         stage_map: the user's stage rules (:func:`~tracer.analysis.load_stage_map`).
         split_by: keep each trace's value of this attribute (``--split-by``).
-        projection: a what-if (:class:`~tracer.analysis.whatif.Projection`) applied
+        projection: a what-if (:class:`~tracer.analysis.whatif.retime.Projection`) applied
             to each trace as it is attributed.
 
     Limits:

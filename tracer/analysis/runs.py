@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from tracer import attributes as attrs
 from tracer.analysis.aggregate import Analysis
-from tracer.analysis.execution.attribute import NONE, split_value
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.attribution.attribute import NONE, split_value
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Span
 
 RUN = attrs.RUN

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tracer._errors import ConfigError
-from tracer.analysis.execution.attribute import NONE, split_value
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.attribution.attribute import NONE, split_value
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Span
 
 if TYPE_CHECKING:
-    from tracer.analysis._table import Columns
+    from tracer.analysis.table._table import Columns
     from tracer.analysis.aggregate import Analysis
-    from tracer.analysis.whatif import Projection, WhatIf
+    from tracer.analysis.whatif.retime import Projection, WhatIf
     from tracer.spans.model import Warnings
 
 __all__ = [

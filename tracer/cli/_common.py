@@ -368,10 +368,10 @@ def render_as(
 def under_load(
     result: Any, sources: tuple[str, ...], selection: Selection, smap: Any, question: Any
 ) -> Any:
-    """The what-if answered as ``question`` asks (:func:`tracer.analysis.answer.answer`,
+    """The what-if answered as ``question`` asks (:func:`tracer.analysis.whatif.answer.answer`,
     the one place that picks the model: ``docs/whatif.md``); says which model on stderr."""
-    from tracer.analysis.answer import answer
-    from tracer.analysis.loadrun import MAX_REQUESTS
+    from tracer.analysis.whatif.answer import answer
+    from tracer.analysis.whatif.loadrun import MAX_REQUESTS
 
     traces: Any = None
     failed: HoptraceError | None = None
@@ -400,11 +400,11 @@ def load_question(
     cpu_per_request_ms: float | None,
     slo: str | None,
 ) -> Any:
-    """The load options as a :class:`~tracer.analysis.answer.Question` (a bad capacity
+    """The load options as a :class:`~tracer.analysis.whatif.answer.Question` (a bad capacity
     or SLO fails before any trace is read)."""
-    from tracer.analysis.answer import Question
-    from tracer.analysis.capacity import parse_capacities
-    from tracer.analysis.slo import TRACE_METRICS, parse_slo
+    from tracer.analysis.whatif.answer import Question
+    from tracer.analysis.whatif.capacity import parse_capacities
+    from tracer.analysis.checks.slo import TRACE_METRICS, parse_slo
 
     return Question(
         model=model,

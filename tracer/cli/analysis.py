@@ -150,7 +150,7 @@ def analyze(
     when none is given.
     """
     from tracer.analysis import render
-    from tracer.analysis.slo import TRACE_METRICS, parse_slo, slo_analysis
+    from tracer.analysis.checks.slo import TRACE_METRICS, parse_slo, slo_analysis
 
     prices = parse_prices(price)
     limits = None if slo is None else parse_slo(slo, metrics=TRACE_METRICS)
@@ -221,7 +221,7 @@ def whatif(
     """
     from tracer.analysis import render
     from tracer.analysis.split import split_whatif
-    from tracer.analysis.whatif import Projection
+    from tracer.analysis.whatif.retime import Projection
 
     # A bad option fails before any trace is read.
     question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
@@ -367,7 +367,7 @@ def report(
     """
     from tracer.analysis import compare as diff
     from tracer.analysis import render
-    from tracer.analysis.whatif import Projection
+    from tracer.analysis.whatif.retime import Projection
 
     if (whatif_stage is None) != (speedup is None):
         raise ConfigError("--stage and --speedup go together")
@@ -418,7 +418,7 @@ def check(
     """
     from tracer.analysis import render
     from tracer.analysis.aggregate import aggregate_columns
-    from tracer.analysis.budget import check_budget, load_budget
+    from tracer.analysis.checks.budget import check_budget, load_budget
     from tracer.analysis.split import split_analysis
 
     limits = load_budget(budget)

@@ -62,7 +62,7 @@ def _traces_of(result: Any, source: str, wait_s: float, since_s: float, everythi
     from rich.console import Console
 
     from tracer._errors import SourceError
-    from tracer.analysis.arrival import wait_for_traces
+    from tracer.analysis.loaders.arrival import wait_for_traces
 
     if everything or result.knee is None:
         wanted = {s.trace_id for lv in result.levels for s in lv.ok}
@@ -279,7 +279,7 @@ def bench(
     from tracer._setup import prefer_prompt_export
     from tracer._sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
-    from tracer.analysis.slo import parse_slo
+    from tracer.analysis.checks.slo import parse_slo
     from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench
 
     levels = _levels(concurrency)

@@ -3,7 +3,7 @@
 One partition-and-merge design serves both: the files are cut into byte ranges on
 line boundaries (one range per file for one process; the bytes spread evenly over
 the workers otherwise). Each partition is streamed (:mod:`tracer.analysis.execution.stream`)
-into a compact :class:`~tracer.analysis._table.TraceTable`; the tables are merged in
+into a compact :class:`~tracer.analysis.table._table.TraceTable`; the tables are merged in
 input order; the traces that straddle partitions (or straggled past the window) are
 found by id, read again and attributed whole; then the rows are aggregated. The
 result is the serial in-memory path's (tested with every trace split across ranges);
@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import HoptraceError
-from tracer.analysis._memory import trim_freed_memory
-from tracer.analysis._table import TraceTable
-from tracer.analysis._transfer import receive_table, send_table
+from tracer.analysis.table._memory import trim_freed_memory
+from tracer.analysis.table._table import TraceTable
+from tracer.analysis.table._transfer import receive_table, send_table
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.execution.parallel import workers as worker_count
@@ -279,7 +279,7 @@ def _fork(
 
 
 def _recv(conn: Any) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
-    """A worker's table and loader warnings (see :mod:`tracer.analysis._transfer`)."""
+    """A worker's table and loader warnings (see :mod:`tracer.analysis.table._transfer`)."""
     try:
         message = conn.recv()
         if isinstance(message, tuple) and message and message[0] == "error":

@@ -5,7 +5,7 @@ Dask tasks for partitions:
 
 - **Files** are cut into byte ranges on line boundaries (about
   :data:`PARTITION_BYTES` each, and at least one per worker thread); one task per
-  range streams it into a :class:`~tracer.analysis._table.TraceTable` (about 350
+  range streams it into a :class:`~tracer.analysis.table._table.TraceTable` (about 350
   bytes a trace, pickled) and returns it with its loader warnings and bad-line counts.
   The client merges them in input order. The traces with more than one part (they
   straddle ranges, or straggled past the window) are shuffled by trace id: grouped
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import ConfigError, HoptraceError, SourceError
-from tracer.analysis._table import TraceTable
+from tracer.analysis.table._table import TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.execution.bigfile import (
     Range,
@@ -60,7 +60,7 @@ from tracer.analysis.execution.stream import (
 )
 from tracer.analysis.loaders._http import Fetched
 from tracer.analysis.query import Query
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Warnings
 
 __all__ = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from tracer.analysis.loaders.files import LINE_BAD, LINE_UNKNOWN, add_line
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Warnings
 
 __all__ = ["BUFFER", "LAST_SLOT", "OFFSET_BITS", "LineTally", "lines", "parse", "seq", "where"]

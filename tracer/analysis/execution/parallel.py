@@ -3,7 +3,7 @@
 Loading a million spans creates millions of long-lived objects; the cyclic garbage
 collector would scan them again and again (about a fifth of the time) although the
 analyzer makes no reference cycles. While it is paused, freed memory is also given
-back to the system as it is freed (:mod:`tracer.analysis._memory`).
+back to the system as it is freed (:mod:`tracer.analysis.table._memory`).
 
 ``HOPTRACE_WORKERS`` sets the number of processes for large files (1: serial); by
 default, the number of CPUs (at most 8).
@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 
 from tracer._errors import ConfigError
-from tracer.analysis._memory import trim_freed_memory
+from tracer.analysis.table._memory import trim_freed_memory
 
 __all__ = ["gc_paused", "workers"]
 

@@ -3,7 +3,7 @@
 Lines are read in order and their spans grouped by trace. A trace is complete once
 the input has moved ``window_spans`` spans past its last span (the Collector writes a
 trace's spans close together): it is attributed, its breakdown goes into a compact
-:class:`~tracer.analysis._table.TraceTable` and its spans are dropped. So memory holds
+:class:`~tracer.analysis.table._table.TraceTable` and its spans are dropped. So memory holds
 the window's spans and a few hundred bytes a trace, not the file.
 
 A trace whose spans straggle in after it was attributed (or that crosses a range or
@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracer._errors import positive_setting
-from tracer.analysis._table import TraceTable
-from tracer.analysis.execution.attribute import Attributor
+from tracer.analysis.table._table import TraceTable
+from tracer.analysis.attribution.attribute import Attributor
 from tracer.analysis.execution.lines import BUFFER, LAST_SLOT, OFFSET_BITS, LineTally, parse
 from tracer.analysis.execution.lines import lines as lines_in
 from tracer.analysis.execution.lines import seq as seq_of
 from tracer.analysis.execution.lines import where as place_of
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
 __all__ = [

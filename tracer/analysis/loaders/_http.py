@@ -23,7 +23,7 @@ import orjson
 
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis.loaders.files import add_object
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.otlp import normalize_id
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import orjson
 
 from tracer._errors import SourceError
 from tracer.analysis.loaders.jaeger_json import spans_from_jaeger_trace
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans._otlp_lines import traces_from_otlp_line
 from tracer.spans.logs import LogTally, log_events_from_otlp_json
 from tracer.spans.otlp import spans_from_otlp_json

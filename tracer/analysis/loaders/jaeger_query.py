@@ -35,7 +35,7 @@ from tracer.analysis.loaders._http import (
     trace_ids_of,
 )
 from tracer.analysis.loaders.files import add_object
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 if TYPE_CHECKING:
     import httpx  # imported where it is used: a file analysis never needs it

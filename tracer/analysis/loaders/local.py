@@ -18,7 +18,7 @@ from tracer.analysis.loaders.files import is_otlp_lines, load_file, load_stream
 from tracer.analysis.loaders.source import LoadedWhole, Places, Progress, Source
 from tracer.analysis.loaders.store import load_store
 from tracer.analysis.query import Query
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 if TYPE_CHECKING:
     from tracer.analysis.aggregate import Analysis

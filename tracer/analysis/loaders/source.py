@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tracer.analysis.loaders._http import QUIET, Listener
 from tracer.analysis.query import Query
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 if TYPE_CHECKING:
     from tracer.analysis.aggregate import Analysis

@@ -36,7 +36,7 @@ from tracer.analysis.loaders.backends import TraceBackend
 from tracer.analysis.loaders.local import OtlpLines, Pipe, SpanStoreFile, Stdin, TraceFile
 from tracer.analysis.loaders.source import LoadedWhole, Source
 from tracer.analysis.query import Query
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 __all__ = ["KINDS", "Folder", "Several", "gather", "open_source", "reading"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["load_store", "store_traces"]

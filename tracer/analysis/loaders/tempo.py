@@ -36,7 +36,7 @@ from tracer.analysis.loaders._http import (
     note_problems,
     trace_ids_of,
 )
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Warnings
 from tracer.spans.otlp import normalize_id
 

@@ -23,7 +23,7 @@ from tracer.analysis.loaders._http import (
 )
 from tracer.analysis.loaders.jaeger_query import is_v3_services, load_jaeger
 from tracer.analysis.loaders.tempo import load_tempo
-from tracer.analysis.traceset import TraceSet
+from tracer.analysis.model.traceset import TraceSet
 
 if TYPE_CHECKING:
     import httpx

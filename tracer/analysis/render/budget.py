@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracer.analysis.budget import SHARE_KEYS, BudgetResult
-from tracer.analysis.estimate import CONFIDENCE
+from tracer.analysis.checks.budget import SHARE_KEYS, BudgetResult
+from tracer.analysis.sampling.estimate import CONFIDENCE
 from tracer.analysis.render.json_out import number
 
 __all__ = ["budget_dict", "budget_text"]

@@ -4,7 +4,7 @@ Everything is inline (CSS, SVG); the page makes no request of its own, so it wor
 offline and can be attached to a ticket. Links to Jaeger are plain ``<a href>``s that
 fetch nothing until clicked. The computation is done before: the tables come from the
 same :class:`Section` objects as the text and Markdown, the waterfalls from
-:mod:`tracer.analysis.waterfall`; the page's timestamp is data (``generated_at``).
+:mod:`tracer.analysis.whatif.waterfall`; the page's timestamp is data (``generated_at``).
 
     page = Report(title="checkout chain", analysis=result)
     page.waterfalls = exemplar_waterfalls(result, traceset)
@@ -20,8 +20,8 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from tracer.analysis.aggregate import Analysis, Stats
-from tracer.analysis.compare import Comparison
-from tracer.analysis.cost import Prices
+from tracer.analysis.checks.compare import Comparison
+from tracer.analysis.checks.cost import Prices
 from tracer.analysis.render.bench import bench_sections
 from tracer.analysis.render.links import trace_url
 from tracer.analysis.render.sections import (
@@ -48,9 +48,9 @@ from tracer.analysis.render.svg import (
     waterfall_svg,
 )
 from tracer.analysis.split import Split
-from tracer.analysis.substages import canonical
-from tracer.analysis.waterfall import Waterfall
-from tracer.analysis.whatif import WhatIf
+from tracer.analysis.model.substages import canonical
+from tracer.analysis.whatif.waterfall import Waterfall
+from tracer.analysis.whatif.retime import WhatIf
 
 if TYPE_CHECKING:  # tracer.bench imports httpx: not for every report
     from tracer.bench import BenchResult

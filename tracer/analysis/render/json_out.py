@@ -8,12 +8,12 @@ from typing import Any
 import orjson
 
 from tracer.analysis.aggregate import Analysis, Stats
-from tracer.analysis.compare import Comparison
-from tracer.analysis.cost import cost_per_request
-from tracer.analysis.estimate import CONFIDENCE, Interval
-from tracer.analysis.figures import Sample
-from tracer.analysis.loadmodel import LoadWhatIf
-from tracer.analysis.whatif import WhatIf, ideal_speedup
+from tracer.analysis.checks.compare import Comparison
+from tracer.analysis.checks.cost import cost_per_request
+from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
+from tracer.analysis.table.figures import Sample
+from tracer.analysis.whatif.loadmodel import LoadWhatIf
+from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
 __all__ = [
     "analysis_dict",

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis, Stats
-from tracer.analysis.cache import CacheStats
-from tracer.analysis.compare import Comparison
-from tracer.analysis.cost import Prices, cost_per_request
-from tracer.analysis.estimate import CONFIDENCE, Interval
-from tracer.analysis.substages import covers, nested, parent_of
-from tracer.analysis.whatif import WhatIf, ideal_speedup
+from tracer.analysis.table.cache import CacheStats
+from tracer.analysis.checks.compare import Comparison
+from tracer.analysis.checks.cost import Prices, cost_per_request
+from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
+from tracer.analysis.model.substages import covers, nested, parent_of
+from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
 __all__ = [
     "OWN_MARK",

@@ -6,7 +6,7 @@ from typing import Any
 
 from tracer.analysis.render.json_out import number
 from tracer.analysis.render.sections import Section, fmt_ms, fmt_pct, group_label
-from tracer.analysis.slo import SloAnalysis
+from tracer.analysis.checks.slo import SloAnalysis
 
 __all__ = ["slo_dict", "slo_sections"]
 

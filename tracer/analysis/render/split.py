@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tracer.analysis.aggregate import Analysis
-from tracer.analysis.budget import BudgetResult
+from tracer.analysis.checks.budget import BudgetResult
 from tracer.analysis.render.budget import budget_dict, budget_text
 from tracer.analysis.render.json_out import analysis_dict, whatif_dict
 from tracer.analysis.render.sections import (
@@ -21,8 +21,8 @@ from tracer.analysis.render.sections import (
     whatif_sections,
 )
 from tracer.analysis.split import Split
-from tracer.analysis.substages import nested
-from tracer.analysis.whatif import WhatIf
+from tracer.analysis.model.substages import nested
+from tracer.analysis.whatif.retime import WhatIf
 
 __all__ = [
     "split_analysis_dict",

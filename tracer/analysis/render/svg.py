@@ -8,8 +8,8 @@ import math
 from html import escape
 
 from tracer.analysis.render.sections import fmt_ms
-from tracer.analysis.substages import canonical
-from tracer.analysis.waterfall import Waterfall
+from tracer.analysis.model.substages import canonical
+from tracer.analysis.whatif.waterfall import Waterfall
 
 __all__ = [
     "STAGE_COLOURS",

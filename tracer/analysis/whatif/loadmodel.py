@@ -1,0 +1,358 @@
+"""What-if under load (``docs/whatif.md``): a run's own requests
+(:mod:`tracer.analysis.whatif.loadrun`), each with its dependencies, replayed through a
+simulation of its load (:mod:`tracer.analysis.whatif.simulate`), once as measured and once
+with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
+
+- **CPU and waiting.** The chain's CPU per request is spread over each request's
+  stretches by their length and served by a processor-shared CPU of the chain's cores:
+  the more requests run at once, the slower each burst. What is left of a stretch,
+  less its CPU at the run's own contention, is waiting time that the load does not
+  change (a sleep, the network, a GPU). The change multiplies the waiting time of
+  each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
+  per request falls as throughput rises (:data:`CPU_SCALING`).
+- **Arrivals.** A closed loop keeps its clients. An open loop replays the run's own
+  arrivals once, as they came, each with the request that arrived then (the same
+  before and after): a finite run near its capacity is not its steady state, and a
+  run whose queue grew through it (overloaded,
+  :func:`~tracer.analysis.whatif.overload.overload`) had none.
+- **Calibration.** The run's own contention is not known in advance: the share of
+  each stretch that was CPU stretched by contention is found by bisection, so that
+  the simulated run as measured has the measured mean end-to-end time.
+
+The projection is the measured percentile times the simulated ratio of after to
+before at that percentile, so that what the model gets wrong about the run as it was
+cancels out; the projected percentiles are then kept in order (P90 at least P50).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tracer._errors import ConfigError
+from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.whatif.loadgraph import Stretch
+from tracer.analysis.whatif.loadrun import LoadRun
+from tracer.analysis.whatif.overload import Overload, overload
+from tracer.analysis.whatif.scenario import Scenario
+from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
+from tracer.analysis.checks.slo import Slo
+
+__all__ = ["CPU_SCALING", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
+
+_MS = 1e6
+
+
+@dataclass(frozen=True)
+class LoadWhatIf:
+    """The load model's projection of one change (``docs/whatif.md``)."""
+
+    before: Stats
+    after: Stats
+    ttft_before: Stats | None
+    ttft_after: Stats | None
+    simulated_before: Stats
+    throughput_before_per_s: float
+    throughput_after_per_s: float
+    bottleneck: str
+    utilization_after: dict[str, float]
+    arrivals: str
+    notes: tuple[str, ...] = field(default=())
+    #: the run was overloaded (its queue grew through it) and was replayed as it happened
+    overloaded: Overload | None = None
+    #: with an SLO: its limits (ms), the share of requests meeting it and the goodput
+    #: (requests/s meeting it), before (measured) and after (projected)
+    slo_limits_ms: tuple[tuple[str, float], ...] = ()
+    attainment: tuple[float, float] | None = None
+    goodput_per_s: tuple[float, float] | None = None
+
+
+#: CPU per request falls as throughput rises (event loops handle more ready events a
+#: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
+CPU_SCALING = 0.2
+#: An overloaded run's replay must keep a resource this busy: what ran out.
+SATURATED = 0.9
+
+
+def _steps(
+    run: LoadRun,
+    scenario: Scenario | None,
+    stretch: float,
+    cpu_ns: float | None = None,
+) -> list[Graph]:
+    """Simulation steps of every template: CPU at ``stretch`` taken out of each stretch,
+    its waiting time multiplied by ``scenario``'s factor for its stage (none: as
+    measured); ``cpu_ns`` per request (default: the run's)."""
+    cpu = run.cpu_ns_per_request if cpu_ns is None else cpu_ns
+    out = []
+    for t in run.templates:
+        nodes = []
+        for items in t.nodes:
+            steps: list[Step] = []
+            for x in items:
+                if not isinstance(x, Stretch):
+                    steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
+                    continue
+                share = cpu * x.ns / t.busy_ns if cpu and t.busy_ns > 0 else 0.0
+                # At the run's own contention, ``stretch`` times the CPU was spent in it.
+                wait = max(x.ns - share * stretch, 0.0)
+                if scenario is not None:
+                    wait *= scenario.factor(x.stage)
+                if wait > 0:
+                    steps.append(Step(DELAY, wait))
+                if share > 0:
+                    steps.append(Step(CPU, share))
+            nodes.append(tuple(steps))
+        out.append(Graph(tuple(nodes), t.after))
+    return out
+
+
+def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulated:
+    """The simulated run: a closed loop of its clients (``requests`` after a warm-up),
+    or an open loop of its own arrivals, once, as they came."""
+    cores, pools, others = run.cores or 1.0, run.pools, run.other_cores
+    if run.clients:
+        warmup = max(2 * run.clients, 50)
+        return simulate(
+            graphs,
+            cores=cores,
+            pools=pools,
+            clients=run.clients,
+            others=others,
+            requests=requests,
+            warmup=warmup,
+            seed=seed,
+        )
+    # An open loop: its own arrivals, once, as they came (a finite run near its
+    # capacity is not its steady state; an overloaded one has none).
+    order = sorted(range(len(run.starts_s)), key=lambda i: run.starts_s[i])
+    schedule = [(run.starts_s[i] * 1e9, i) for i in order]
+    return simulate(
+        graphs,
+        cores=cores,
+        pools=pools,
+        schedule=schedule,
+        others=others,
+        requests=len(schedule),
+        warmup=0,
+    )
+
+
+def project_load(
+    run: LoadRun,
+    scenario: Scenario,
+    *,
+    slo: Slo | None = None,
+    requests: int = 3000,
+    seed: int = 1,
+) -> LoadWhatIf:
+    """``scenario`` projected through the run's load; with ``slo`` (``ttft`` and ``e2e``
+    limits), its attainment and goodput before and after.
+
+    Raises:
+        ConfigError: the run was overloaded, and the simulation of it as it was does
+            not reproduce its queue (its traces do not name what ran out).
+    """
+    notes: list[str] = []
+    if run.cores is None:
+        notes.append(
+            "no CPU measure in the traces (hoptrace bench records it): CPU contention "
+            "is not modelled"
+        )
+    for pool in run.unsized:
+        notes.append(
+            f"pool {pool!r} has no size in the traces: its waits are kept as measured "
+            f"(give --capacity {pool}=N)"
+        )
+    jam = overload(run)
+    measured = float(np.mean(run.e2e_ms))
+    lo, hi = 1.0, 1.0
+    stretch = 1.0
+    half = requests // 2
+    if run.cpu_ns_per_request and run.cores:
+        # The run's own CPU stretch: the simulated run as measured matches its mean.
+        hi = 64.0
+        for _ in range(14):
+            mid = (lo + hi) / 2
+            got = np.mean(_run(run, _steps(run, None, mid), half, seed).e2e_ns) / _MS
+            if got > measured:
+                lo = mid
+            else:
+                hi = mid
+        stretch = (lo + hi) / 2
+    base = _run(run, _steps(run, None, stretch), requests, seed)
+    if jam is not None and _busiest(base, run) < SATURATED:
+        # Replayed with no resource running out, the queue would stay in the requests'
+        # times as if it were work, and a faster stage would shorten it.
+        raise ConfigError(
+            f"the run was overloaded ({jam.describe()}) and its traces do not say what ran "
+            "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
+        )
+    after = _run(run, _steps(run, scenario, stretch), requests, seed)
+    if run.cpu_ns_per_request and run.cores and CPU_SCALING:
+        # The CPU per request at the throughput the change reaches (a fixed point).
+        for _ in range(4):
+            ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
+            cpu = run.cpu_ns_per_request * ratio**-CPU_SCALING
+            after = _run(run, _steps(run, scenario, stretch, cpu), requests, seed)
+    base_ms = np.array(base.e2e_ns) / _MS
+    after_ms = np.array(after.e2e_ns) / _MS
+    before = stats(run.e2e_ms)
+    sim_before = stats(base_ms)
+    sim_after = stats(after_ms)
+    projected = _scaled(before, sim_before, sim_after)
+    ttft_before = ttft_after = None
+    if run.ttft_ms:
+        ttft_before = stats(run.ttft_ms)
+        b = [x / _MS for x in base.ttft_ns if x is not None]
+        a = [x / _MS for x in after.ttft_ns if x is not None]
+        if b and a:
+            ttft_after = _scaled(ttft_before, stats(b), stats(a))
+    util = dict(after.utilization)
+    if run.cores is None:
+        util.pop("cpu", None)
+    bottleneck = max(util, key=lambda k: util[k]) if util else "none"
+    if run.clients:
+        arrivals = f"a closed loop of {run.clients} clients"
+    elif jam is not None:
+        arrivals = f"the run's own arrivals replayed as they came ({jam.describe()})"
+    else:
+        arrivals = (
+            f"an open loop of the run's own arrivals ({run.arrival_per_s:.1f} requests/s), "
+            "replayed as they came"
+        )
+    limits: tuple[tuple[str, float], ...] = ()
+    attainment = goodput = None
+    if slo is not None:
+        limits = slo.limits_ms
+        met_before = _meeting(slo, run.e2e_ms, run.ttft_each, 1.0, 1.0)
+        # The simulated requests after, on the measured scale (as the percentiles).
+        e2e_scale = before.mean / sim_before.mean if sim_before.mean > 0 else 1.0
+        b_ttft = [x for x in base.ttft_ns if x is not None]
+        ttft_scale = (
+            ttft_before.mean / (float(np.mean(b_ttft)) / _MS)
+            if ttft_before is not None and b_ttft and np.mean(b_ttft) > 0
+            else 1.0
+        )
+        met_after = _meeting(
+            slo,
+            [x / _MS for x in after.e2e_ns],
+            [None if x is None else x / _MS for x in after.ttft_ns],
+            e2e_scale,
+            ttft_scale,
+        )
+        attainment = (met_before, met_after)
+    x_after = (
+        run.throughput_per_s * after.throughput_per_s / base.throughput_per_s
+        if base.throughput_per_s > 0
+        else after.throughput_per_s
+    )
+    if attainment is not None:
+        goodput = (attainment[0] * run.throughput_per_s, attainment[1] * x_after)
+    return LoadWhatIf(
+        slo_limits_ms=limits,
+        attainment=attainment,
+        goodput_per_s=goodput,
+        before=before,
+        after=projected,
+        ttft_before=ttft_before,
+        ttft_after=ttft_after,
+        simulated_before=sim_before,
+        throughput_before_per_s=run.throughput_per_s,
+        throughput_after_per_s=x_after,
+        bottleneck=bottleneck,
+        utilization_after=util,
+        arrivals=arrivals,
+        notes=tuple(notes),
+        overloaded=jam,
+    )
+
+
+def _busiest(sim: Simulated, run: LoadRun) -> float:
+    """The utilization of the busiest resource the run's traces name (the CPU only
+    when they measure it)."""
+    util = {k: v for k, v in sim.utilization.items() if k != "cpu" or run.cores is not None}
+    return max(util.values(), default=0.0)
+
+
+def _meeting(
+    slo: Slo,
+    e2e_ms: Sequence[float],
+    ttft_ms: Sequence[float | None],
+    e2e_scale: float,
+    ttft_scale: float,
+) -> float:
+    """The share of requests meeting every limit of ``slo`` (a request without a first
+    token misses a ``ttft`` limit)."""
+    e2e_limit, ttft_limit = slo.limit_ms("e2e"), slo.limit_ms("ttft")
+    met = 0
+    for e2e, ttft in zip(e2e_ms, ttft_ms, strict=True):
+        if e2e_limit is not None and e2e * e2e_scale > e2e_limit:
+            continue
+        if ttft_limit is not None and (ttft is None or ttft * ttft_scale > ttft_limit):
+            continue
+        met += 1
+    return met / len(e2e_ms) if e2e_ms else 0.0
+
+
+def _scaled(measured: Stats, sim_before: Stats, sim_after: Stats) -> Stats:
+    """The measured figures times the simulated after/before ratio at each."""
+
+    def ratio(key: str) -> float:
+        b = getattr(sim_before, key)
+        return getattr(sim_after, key) / b if b > 0 else 1.0
+
+    # Each percentile moves by its own ratio; kept in order (a queue that drains can
+    # shrink the P90 more than the P50, never below it).
+    low, p50, p90, p99, high = (
+        getattr(measured, k) * ratio(k) for k in ("min", "p50", "p90", "p99", "max")
+    )
+    p90 = max(p90, p50)
+    p99 = max(p99, p90)
+    return Stats(
+        n=measured.n,
+        mean=measured.mean * ratio("mean"),
+        p50=p50,
+        p90=p90,
+        p99=p99,
+        min=min(low, p50),
+        max=max(high, p99),
+    )
+
+
+@dataclass
+class _SweepLevel:
+    """A bench level as the knee rule reads it (``tracer._sweep.find_knee``)."""
+
+    concurrency: int
+    stats: Stats
+    throughput: float
+    samples: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> list[bool]:
+        return [True]
+
+    def e2e(self) -> Stats:
+        return self.stats
+
+    def requests_per_s(self) -> float:
+        return self.throughput
+
+
+def sweep_knees(levels: Sequence[tuple[str, int, LoadWhatIf]]) -> tuple[int | None, int | None]:
+    """A sweep's knee (``docs/bench.md``) as measured, and where it moves after the
+    change: the knee rule on each level's measured and projected figures."""
+    from tracer._sweep import find_knee
+
+    before = find_knee(
+        [_SweepLevel(c, lw.before, lw.throughput_before_per_s) for _, c, lw in levels]
+    )
+    after = find_knee([_SweepLevel(c, lw.after, lw.throughput_after_per_s) for _, c, lw in levels])
+    return (
+        before.concurrency if before is not None else None,
+        after.concurrency if after is not None else None,
+    )
