@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from collector.memory import MiB, parse_size
 from collector.partitions import Partition
+from tracer._duration import parse_duration
 from tracer._errors import ConfigError
 
 __all__ = [
@@ -113,8 +114,6 @@ class RetentionCounts:
 
 
 def _duration_s(text: str, what: str) -> float:
-    from tracer.analysis.query import parse_duration
-
     try:
         seconds = parse_duration(text)
     except ConfigError:

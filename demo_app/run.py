@@ -26,10 +26,10 @@ from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
-from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.loaders.arrival import wait_for_traces
-from tracer.analysis.split import split_traces
 from tracer.analysis.model.substages import covers
+from tracer.analysis.split import split_traces
+from tracer.analysis.whatif.answer import Question, answer
 
 __all__ = [
     "DEMO_SERVICES",

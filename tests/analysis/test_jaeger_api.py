@@ -15,9 +15,9 @@ from tests.helpers import hoptrace
 from tracer._errors import ConfigError
 from tracer.analysis import analyze, load
 from tracer.analysis.loaders.arrival import wait_for_traces
+from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
-from tracer.analysis.model.traceset import TraceSet
 
 
 def _jaeger(traces, **kwargs):

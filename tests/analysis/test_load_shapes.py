@@ -14,13 +14,13 @@ from tests.helpers import hoptrace
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
 from tracer.analysis import TraceSet
+from tracer.analysis.synthetic import to_otlp_json
 from tracer.analysis.whatif.loadgraph import Stretch, Template
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import LoadRun, load_run
 from tracer.analysis.whatif.overload import overload, queue_growth
 from tracer.analysis.whatif.scenario import Faster
 from tracer.analysis.whatif.simulate import ACQUIRE, RELEASE, Step
-from tracer.analysis.synthetic import to_otlp_json
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
 
 T0 = 1_760_000_000_000_000_000

@@ -10,11 +10,11 @@ import pytest
 from tests.helpers import hoptrace
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
+from tracer.analysis.checks.slo import parse_slo
+from tracer.analysis.synthetic import to_otlp_json
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import load_run
 from tracer.analysis.whatif.scenario import Faster
-from tracer.analysis.checks.slo import parse_slo
-from tracer.analysis.synthetic import to_otlp_json
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
 
 T0 = 1_760_000_000_000_000_000

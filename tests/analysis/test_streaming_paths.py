@@ -15,7 +15,6 @@ import pytest
 from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load, what_if
 from tracer.analysis.aggregate import aggregate_columns
-from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.checks.budget import check_budget, load_budget
 from tracer.analysis.execution.bigfile import analyze_files
 from tracer.analysis.query import Query
@@ -28,8 +27,9 @@ from tracer.analysis.render import (
 )
 from tracer.analysis.split import split_analysis, split_by
 from tracer.analysis.synthetic import SEED_MS, chain_trace
-from tracer.analysis.whatif.waterfall import exemplar_waterfalls
+from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.whatif.retime import Projection
+from tracer.analysis.whatif.waterfall import exemplar_waterfalls
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -7,8 +7,8 @@ import random
 
 import numpy as np
 
-from tracer.analysis.table._table import TraceTable
 from tracer.analysis.model.breakdown import TraceBreakdown
+from tracer.analysis.table._table import TraceTable
 
 
 def _breakdown(rng: random.Random, i: int) -> TraceBreakdown:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 import tracemalloc
 
-from tracer.analysis.table._table import TraceTable
 from tracer.analysis.aggregate import aggregate_table
 from tracer.analysis.model.breakdown import TraceBreakdown
+from tracer.analysis.table._table import TraceTable
 from tracer.spans.model import Warnings
 
 STAGES = ("client", "network", "gateway", "auth", "context", "inference", "post", "return")

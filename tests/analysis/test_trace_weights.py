@@ -25,9 +25,9 @@ from tracer._json_export import encode
 from tracer._sampling import ConsistentProbabilitySampler
 from tracer.analysis.aggregate import analyze
 from tracer.analysis.loaders import load
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.sampling.weights import trace_weight
+from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer.cli import main
 from tracer.spans.model import Span, Warnings
 from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto

@@ -1,4 +1,5 @@
-"""The rooms of the house: imports run one way, and the collector stays light."""
+"""The rooms of the house: imports run one way, between layers in a documented order,
+and the collector stays light."""
 
 from __future__ import annotations
 
@@ -146,9 +147,135 @@ def test_python_m_tracer_cli_runs_the_commands_once():
     assert "analyze" in done.stdout and "serve" in done.stdout
 
 
-def test_no_module_passes_500_lines():
-    sizes = {name: len(path.read_text().splitlines()) for name, path in _modules().items()}
-    assert {name: n for name, n in sizes.items() if n > 500} == {}
+#: The layers, lowest first: a module imports only modules of its own layer or a lower
+#: one (docs/architecture.md). An entry names a module and everything under it; the
+#: longest entry that covers a module places it. ``tracer`` and ``tracer.analysis``
+#: place only their packages' ``__init__`` (their other modules are each placed).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "leaves",
+        (
+            "tracer.attributes",
+            "tracer._errors",
+            "tracer._compiled",
+            "tracer._duration",
+            "tracer._lazy",
+            "tracer._sources",
+            "tracer._terminal",
+            "tracer._threshold",
+            "tracer._sse",
+        ),
+    ),
+    ("spans", ("tracer.spans",)),
+    ("collector", ("collector",)),
+    (
+        "instrumentation",
+        (
+            "tracer",
+            "tracer._answers",
+            "tracer._batch",
+            "tracer._context",
+            "tracer._genai",
+            "tracer._host",
+            "tracer._instrument",
+            "tracer._json_export",
+            "tracer._load",
+            "tracer._probe",
+            "tracer._sampling",
+            "tracer._setup",
+            "tracer._snapshot",
+            "tracer._stage",
+            "tracer._unsampled",
+            "tracer.testing",
+        ),
+    ),
+    ("conventions", ("tracer.analysis.conventions",)),
+    ("model", ("tracer.analysis.model",)),
+    ("table and sampling", ("tracer.analysis.table", "tracer.analysis.sampling")),
+    ("attribution", ("tracer.analysis.attribution",)),
+    ("aggregate", ("tracer.analysis.aggregate",)),
+    # A bench sweep's judgement (its knee) is read by the what-if under load too.
+    ("whatif and checks", ("tracer.analysis.whatif", "tracer.analysis.checks", "tracer._sweep")),
+    (
+        "front",
+        (
+            "tracer.analysis.query",
+            "tracer.analysis.runs",
+            "tracer.analysis.split",
+            "tracer.analysis.synthetic",
+        ),
+    ),
+    ("execution and loaders", ("tracer.analysis.execution", "tracer.analysis.loaders")),
+    ("live", ("tracer.analysis.live",)),
+    ("public api", ("tracer.analysis",)),
+    (
+        "bench",
+        ("tracer.bench", "tracer._bench_args", "tracer._chat_protocol", "tracer._openloop"),
+    ),
+    ("render", ("tracer.analysis.render",)),
+    ("demo", ("demo_app",)),
+    ("cli", ("tracer.cli",)),
+)
+
+#: Entries that place only the package itself, not what is under it.
+_PACKAGE_ONLY = ("tracer", "tracer.analysis")
+
+
+def _layer_of(name: str, layers=LAYERS) -> int | None:
+    """The index of the layer that places ``name``, or None when none does."""
+    best, best_len = None, -1
+    for index, (_, entries) in enumerate(layers):
+        for entry in entries:
+            covers = name == entry or (entry not in _PACKAGE_ONLY and name.startswith(entry + "."))
+            if covers and len(entry) > best_len:
+                best, best_len = index, len(entry)
+    return best
+
+
+def _upward_imports(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import of a module from a higher layer than its own, as ``a -> b``."""
+    found = []
+    for name in sorted(graph):
+        own = _layer_of(name, layers)
+        for target in sorted(graph[name]):
+            theirs = _layer_of(target, layers)
+            if own is not None and theirs is not None and theirs > own:
+                found.append(f"{name} ({layers[own][0]}) -> {target} ({layers[theirs][0]})")
+    return found
+
+
+def test_every_module_belongs_to_one_layer():
+    entries = [entry for _, layer in LAYERS for entry in layer]
+    assert len(entries) == len(set(entries))
+    assert [name for name in sorted(_modules()) if _layer_of(name) is None] == []
+
+
+def test_imports_run_only_to_the_same_layer_or_a_lower_one():
+    assert _upward_imports(_graph()) == []
+
+
+def test_the_layer_rule_catches_an_upward_import():
+    layers = (("low", ("pkg.low",)), ("mid", ("pkg.mid",)), ("high", ("pkg.high",)))
+    graph = {
+        "pkg.low.a": {"pkg.low.b"},
+        "pkg.low.b": {"pkg.high.c"},  # against the direction
+        "pkg.mid.d": {"pkg.low.a"},
+        "pkg.high.c": {"pkg.mid.d", "pkg.low.b"},
+    }
+    assert _upward_imports(graph, layers) == ["pkg.low.b (low) -> pkg.high.c (high)"]
+    assert _layer_of("pkg.mid.d.e", layers) == 1
+    assert _layer_of("elsewhere", layers) is None
+
+
+def test_the_collector_imports_nothing_of_the_analyzer():
+    graph = _graph()
+    assert {
+        f"{name} -> {target}"
+        for name, deps in graph.items()
+        if name.split(".")[0] == "collector"
+        for target in deps
+        if target.startswith("tracer.analysis")
+    } == set()
 
 
 def test_the_command_line_starts_without_loading_the_analyzer():

@@ -404,8 +404,8 @@ class _Sink:
 
 
 def test_a_timed_out_trace_is_attributed_as_it_is_with_its_root_and_dropped_without():
-    from tracer.analysis.live.attribution import LiveAttribution
     from collector.store import span_row
+    from tracer.analysis.live.attribution import LiveAttribution
 
     sink = _Sink()
     live = LiveAttribution([sink], settle_s=0.5, timeout_s=5, max_spans=1000)

@@ -20,17 +20,17 @@ from tracer.analysis.aggregate import (
     analyze,
     stats,
 )
-from tracer.analysis.model.breakdown import TraceBreakdown, break_down
 from tracer.analysis.checks.compare import Comparison, GroupDelta, compare
-from tracer.analysis.model.critical_path import own_times
+from tracer.analysis.conventions.stage_map import StageMapRules, load_stage_map
 from tracer.analysis.execution.pipeline import analyze_sources, exemplar_traces
 from tracer.analysis.loaders import load, parse_duration
+from tracer.analysis.model.breakdown import TraceBreakdown, break_down
+from tracer.analysis.model.critical_path import own_times
 from tracer.analysis.model.prepare import PreparedTrace, prepare
-from tracer.analysis.query import Query
-from tracer.analysis.conventions.stage_map import StageMapRules, load_stage_map
 from tracer.analysis.model.traceset import TraceSet
-from tracer.analysis.whatif.waterfall import Waterfall, WaterfallRow, exemplar_waterfalls, waterfall
+from tracer.analysis.query import Query
 from tracer.analysis.whatif.retime import WhatIf, ideal_speedup, retime, what_if
+from tracer.analysis.whatif.waterfall import Waterfall, WaterfallRow, exemplar_waterfalls, waterfall
 from tracer.spans.model import Span, Warnings
 
 __all__ = [

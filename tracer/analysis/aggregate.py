@@ -8,20 +8,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis.table._memory import trim_freed_memory
-from tracer.analysis.sampling._sketch import exact_traces as exact_limit
-from tracer.analysis.sampling._sketch import percentiles, sketch_note
-from tracer.analysis.sampling._sketch import tail as tail_of
-from tracer.analysis.table._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.model.breakdown import GROUP_BY, TraceBreakdown
-from tracer.analysis.table.cache import CacheStats, cache_stats
-from tracer.analysis.sampling.estimate import quantiles, ratio, weighted_percentiles
-from tracer.analysis.execution.parallel import gc_paused
-from tracer.analysis.table.figures import GroupStats, HopStats, Sample, Stats, TokenStats
 from tracer.analysis.model.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.model.substages import covers
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.sampling._sketch import exact_traces as exact_limit
+from tracer.analysis.sampling._sketch import percentiles, sketch_note
+from tracer.analysis.sampling._sketch import tail as tail_of
+from tracer.analysis.sampling.estimate import quantiles, ratio, weighted_percentiles
 from tracer.analysis.sampling.weighted import sample_of, weighted_group
+from tracer.analysis.table._memory import gc_paused, trim_freed_memory
+from tracer.analysis.table._table import _NONE, Columns, Projected, TraceTable
+from tracer.analysis.table.cache import CacheStats, cache_stats
+from tracer.analysis.table.figures import GroupStats, HopStats, Sample, Stats, TokenStats
 from tracer.spans.model import Warnings
 
 __all__ = [

@@ -10,40 +10,25 @@ run aside). Settings are checked when the query is made, before any trace is rea
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from tracer._duration import parse_duration
 from tracer._errors import ConfigError
 from tracer._sources import BACKENDS
 from tracer.analysis.model.breakdown import GROUP_BY
 from tracer.analysis.model.traceset import TraceFilter
 
 if TYPE_CHECKING:
-    from tracer.analysis.table._table import Projected
     from tracer.analysis.model.prepare import PreparedTrace, StageMap
+    from tracer.analysis.table._table import Projected
 
 __all__ = ["ENGINES", "Query", "parse_duration"]
 
 #: Where files and the store are analysed: forked processes here, or a Dask cluster.
 ENGINES = ("local", "dask")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``"90s"``, ``"15m"``, ``"2h"``, ``"1d"`` (a bare number is seconds).
-
-    Raises:
-        ConfigError: not a duration.
-    """
-    match = _DURATION.match(str(text))
-    if not match:
-        raise ConfigError(f"duration must look like 30s, 15m, 2h or 1d, got {text!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from tracer.analysis.model.traceset import TraceSet
 from tracer.spans.model import Span
 
 if TYPE_CHECKING:
-    from tracer.analysis.table._table import Columns
     from tracer.analysis.aggregate import Analysis
+    from tracer.analysis.table._table import Columns
     from tracer.analysis.whatif.retime import Projection, WhatIf
     from tracer.spans.model import Warnings
 

@@ -402,9 +402,9 @@ def load_question(
 ) -> Any:
     """The load options as a :class:`~tracer.analysis.whatif.answer.Question` (a bad capacity
     or SLO fails before any trace is read)."""
+    from tracer.analysis.checks.slo import TRACE_METRICS, parse_slo
     from tracer.analysis.whatif.answer import Question
     from tracer.analysis.whatif.capacity import parse_capacities
-    from tracer.analysis.checks.slo import TRACE_METRICS, parse_slo
 
     return Question(
         model=model,

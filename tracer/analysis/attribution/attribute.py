@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tracer.analysis.table._table import Projected, TraceTable
-from tracer.analysis.model.breakdown import break_down
 from tracer.analysis.attribution.batches import ShapeBatcher, batching
 from tracer.analysis.attribution.words import earliest
+from tracer.analysis.model.breakdown import break_down
 from tracer.analysis.model.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.model.traceset import TraceFilter
 from tracer.analysis.sampling.weights import trace_weight
+from tracer.analysis.table._table import Projected, TraceTable
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["NONE", "Attributor", "split_value"]

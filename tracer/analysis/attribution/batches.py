@@ -39,8 +39,6 @@ from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import numpy as np
 
-from tracer.analysis.table._table import Projected, TraceTable
-from tracer.analysis.model.breakdown import count_planned
 from tracer.analysis.attribution.shapes import (
     MAX_SPANS,
     SCALAR,
@@ -54,8 +52,10 @@ from tracer.analysis.attribution.shapes import (
 from tracer.analysis.attribution.walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.attribution.words import words as _words
 from tracer.analysis.conventions.phases import coordinator_ttft_ns
+from tracer.analysis.model.breakdown import count_planned
 from tracer.analysis.model.prepare import PreparedTrace, StageMap, phase_span
 from tracer.analysis.sampling.weights import FULL, trace_weight
+from tracer.analysis.table._table import Projected, TraceTable
 from tracer.spans.model import Span
 
 __all__ = ["BATCH", "Answer", "ShapeBatcher", "Ticket", "batching"]

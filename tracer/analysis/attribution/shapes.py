@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
+from tracer.analysis.conventions.phases import COORDINATOR_KEYS, PHASE_KEYS, engine_intervals
 from tracer.analysis.model.breakdown import (
     TOKEN_KEYS,
     TokenPlan,
@@ -42,7 +43,6 @@ from tracer.analysis.model.breakdown import (
     token_carriers,
     token_plan,
 )
-from tracer.analysis.conventions.phases import COORDINATOR_KEYS, PHASE_KEYS, engine_intervals
 from tracer.analysis.model.prepare import StageMap, prepare
 from tracer.analysis.sampling.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer._errors import ConfigError
-from tracer.analysis.table._columns import Columns
 from tracer.analysis.sampling.estimate import Interval, ratio, total
+from tracer.analysis.table._columns import Columns
 
 __all__ = [
     "METRICS",

@@ -284,5 +284,9 @@ def load_stage_map(path: str | Path) -> StageMapRules:
 @cache
 def conventions() -> StageMapRules:
     """The conventions hoptrace ships (``conventions.toml``), parsed once."""
-    text = resources.files("tracer.analysis.conventions").joinpath("conventions.toml").read_text("utf-8")
+    text = (
+        resources.files("tracer.analysis.conventions")
+        .joinpath("conventions.toml")
+        .read_text("utf-8")
+    )
     return parse_stage_map(tomllib.loads(text), "conventions.toml", roles=True)

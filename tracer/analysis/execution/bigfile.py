@@ -22,11 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import HoptraceError
-from tracer.analysis.table._memory import trim_freed_memory
-from tracer.analysis.table._table import TraceTable
-from tracer.analysis.table._transfer import receive_table, send_table
 from tracer.analysis.aggregate import Analysis, aggregate_table
-from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.execution.parallel import workers as worker_count
 from tracer.analysis.execution.stream import (
     Attributor,
@@ -38,6 +34,9 @@ from tracer.analysis.execution.stream import (
 )
 from tracer.analysis.loaders.files import is_otlp_lines
 from tracer.analysis.query import Query
+from tracer.analysis.table._memory import gc_paused, trim_freed_memory
+from tracer.analysis.table._table import TraceTable
+from tracer.analysis.table._transfer import receive_table, send_table
 from tracer.spans.model import Warnings
 
 __all__ = [

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 from tracer._errors import ConfigError, HoptraceError, SourceError
-from tracer.analysis.table._table import TraceTable
 from tracer.analysis.aggregate import Analysis, aggregate_table
 from tracer.analysis.execution.bigfile import (
     Range,
@@ -50,7 +49,6 @@ from tracer.analysis.execution.bigfile import (
     attributor,
     merge_partitions,
 )
-from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.execution.parallel import workers as worker_count
 from tracer.analysis.execution.stream import (
     LineTally,
@@ -59,8 +57,10 @@ from tracer.analysis.execution.stream import (
     window_spans,
 )
 from tracer.analysis.loaders._http import Fetched
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
+from tracer.analysis.table._memory import gc_paused
+from tracer.analysis.table._table import TraceTable
 from tracer.spans.model import Warnings
 
 __all__ = [

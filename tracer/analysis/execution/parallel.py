@@ -1,9 +1,5 @@
-"""Speed for large trace sets: the cyclic GC paused, and how many worker processes.
-
-Loading a million spans creates millions of long-lived objects; the cyclic garbage
-collector would scan them again and again (about a fifth of the time) although the
-analyzer makes no reference cycles. While it is paused, freed memory is also given
-back to the system as it is freed (:mod:`tracer.analysis.table._memory`).
+"""How many worker processes analyse a large file (the cyclic GC paused while they
+work is :func:`tracer.analysis.table._memory.gc_paused`).
 
 ``HOPTRACE_WORKERS`` sets the number of processes for large files (1: serial); by
 default, the number of CPUs (at most 8).
@@ -11,30 +7,12 @@ default, the number of CPUs (at most 8).
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import multiprocessing
 import os
-from collections.abc import Iterator
 
 from tracer._errors import ConfigError
-from tracer.analysis.table._memory import trim_freed_memory
 
-__all__ = ["gc_paused", "workers"]
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (reference counting still frees memory), and
-    have freed memory given back to the system (:func:`trim_freed_memory`)."""
-    trim_freed_memory()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+__all__ = ["workers"]
 
 
 def workers(value: int | None = None) -> int:

@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tracer.analysis.sampling._sketch import exact_traces as exact_limit
 from tracer.analysis.aggregate import Analysis, analyze
 from tracer.analysis.loaders._http import QUIET, Listener
 from tracer.analysis.loaders.sources import gather, open_source, reading
-from tracer.analysis.query import ENGINES, Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import ENGINES, Query
+from tracer.analysis.sampling._sketch import exact_traces as exact_limit
 
 __all__ = ["ENGINES", "Progress", "analyze_sources", "exemplar_traces"]
 

@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tracer._errors import positive_setting
-from tracer.analysis.table._table import TraceTable
 from tracer.analysis.attribution.attribute import Attributor
 from tracer.analysis.execution.lines import BUFFER, LAST_SLOT, OFFSET_BITS, LineTally, parse
 from tracer.analysis.execution.lines import lines as lines_in
 from tracer.analysis.execution.lines import seq as seq_of
 from tracer.analysis.execution.lines import where as place_of
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.table._table import TraceTable
 from tracer.spans.model import Span, Warnings
 
 __all__ = [

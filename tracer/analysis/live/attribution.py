@@ -24,9 +24,9 @@ from collector._rows import span_of_row
 from collector.metrics import LabelLimiter, Labels
 from collector.pending import PendingTraces
 from tracer import attributes as attrs
-from tracer.analysis.table._table import TraceTable
-from tracer.analysis.loaders.arrival import is_complete
 from tracer.analysis.attribution.attribute import NONE, Attributor, split_value
+from tracer.analysis.loaders.arrival import is_complete
+from tracer.analysis.table._table import TraceTable
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["LiveAttribution", "ROUTE_ATTRIBUTES", "Sink"]

@@ -17,9 +17,9 @@ import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from tracer.analysis.live.attribution import LiveAttribution, Sink
 from collector.metrics import PrometheusInstruments
 from collector.window import Window
+from tracer.analysis.live.attribution import LiveAttribution, Sink
 
 _logger = logging.getLogger("collector.live")
 #: Seconds between looks at the pending traces.

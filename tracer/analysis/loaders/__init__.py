@@ -15,8 +15,8 @@ from pathlib import Path
 
 from tracer.analysis.loaders._http import QUIET, Listener
 from tracer.analysis.loaders.sources import gather, open_source, reading
-from tracer.analysis.query import Query, parse_duration
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query, parse_duration
 
 __all__ = ["load", "parse_duration"]
 

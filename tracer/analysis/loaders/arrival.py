@@ -18,8 +18,8 @@ from tracer._sources import is_url
 from tracer.analysis.loaders import load
 from tracer.analysis.loaders._http import QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.url import resolve_backend
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
 from tracer.spans.model import Span
 
 __all__ = ["is_complete", "run_services", "wait_for_traces"]

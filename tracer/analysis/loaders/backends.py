@@ -10,8 +10,8 @@ from tracer._sources import is_url, shown
 from tracer.analysis.loaders._http import Listener
 from tracer.analysis.loaders.source import LoadedWhole, Progress, Source
 from tracer.analysis.loaders.url import load_url, resolve_backend
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
 
 if TYPE_CHECKING:
     from tracer.analysis.aggregate import Analysis

@@ -17,8 +17,8 @@ from tracer.analysis.loaders._http import Listener
 from tracer.analysis.loaders.files import is_otlp_lines, load_file, load_stream
 from tracer.analysis.loaders.source import LoadedWhole, Places, Progress, Source
 from tracer.analysis.loaders.store import load_store
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
 
 if TYPE_CHECKING:
     from tracer.analysis.aggregate import Analysis

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tracer.analysis.loaders._http import QUIET, Listener
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
 
 if TYPE_CHECKING:
     from tracer.analysis.aggregate import Analysis

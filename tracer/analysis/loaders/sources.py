@@ -30,13 +30,13 @@ from typing import Protocol
 
 from tracer._errors import ConfigError, SourceError
 from tracer._sources import is_url, shown
-from tracer.analysis.execution.parallel import gc_paused
 from tracer.analysis.loaders._http import ANSWER_LIMIT, QUIET, Listener, trace_ids_of
 from tracer.analysis.loaders.backends import TraceBackend
 from tracer.analysis.loaders.local import OtlpLines, Pipe, SpanStoreFile, Stdin, TraceFile
 from tracer.analysis.loaders.source import LoadedWhole, Source
-from tracer.analysis.query import Query
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.query import Query
+from tracer.analysis.table._memory import gc_paused
 
 __all__ = ["KINDS", "Folder", "Several", "gather", "open_source", "reading"]
 

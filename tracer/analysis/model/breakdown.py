@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
-from tracer.analysis.model.critical_path import marks, trace_times, ttft_view
 from tracer.analysis.conventions.phases import coordinator_ttft_ns
+from tracer.analysis.model.critical_path import marks, trace_times, ttft_view
 from tracer.analysis.model.prepare import PreparedTrace
 from tracer.spans._numbers import token_count
 from tracer.spans.model import Span

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tracer.analysis.checks.budget import SHARE_KEYS, BudgetResult
-from tracer.analysis.sampling.estimate import CONFIDENCE
 from tracer.analysis.render.json_out import number
+from tracer.analysis.sampling.estimate import CONFIDENCE
 
 __all__ = ["budget_dict", "budget_text"]
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.checks.compare import Comparison
 from tracer.analysis.checks.cost import Prices
+from tracer.analysis.model.substages import canonical
 from tracer.analysis.render.bench import bench_sections
 from tracer.analysis.render.links import trace_url
 from tracer.analysis.render.sections import (
@@ -48,9 +49,8 @@ from tracer.analysis.render.svg import (
     waterfall_svg,
 )
 from tracer.analysis.split import Split
-from tracer.analysis.model.substages import canonical
-from tracer.analysis.whatif.waterfall import Waterfall
 from tracer.analysis.whatif.retime import WhatIf
+from tracer.analysis.whatif.waterfall import Waterfall
 
 if TYPE_CHECKING:  # tracer.bench imports httpx: not for every report
     from tracer.bench import BenchResult

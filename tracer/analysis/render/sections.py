@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis, Stats
-from tracer.analysis.table.cache import CacheStats
 from tracer.analysis.checks.compare import Comparison
 from tracer.analysis.checks.cost import Prices, cost_per_request
-from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
 from tracer.analysis.model.substages import covers, nested, parent_of
+from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
+from tracer.analysis.table.cache import CacheStats
 from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
 __all__ = [

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tracer.analysis.checks.slo import SloAnalysis
 from tracer.analysis.render.json_out import number
 from tracer.analysis.render.sections import Section, fmt_ms, fmt_pct, group_label
-from tracer.analysis.checks.slo import SloAnalysis
 
 __all__ = ["slo_dict", "slo_sections"]
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from tracer.analysis.aggregate import Analysis
 from tracer.analysis.checks.budget import BudgetResult
+from tracer.analysis.model.substages import nested
 from tracer.analysis.render.budget import budget_dict, budget_text
 from tracer.analysis.render.json_out import analysis_dict, whatif_dict
 from tracer.analysis.render.sections import (
@@ -21,7 +22,6 @@ from tracer.analysis.render.sections import (
     whatif_sections,
 )
 from tracer.analysis.split import Split
-from tracer.analysis.model.substages import nested
 from tracer.analysis.whatif.retime import WhatIf
 
 __all__ = [

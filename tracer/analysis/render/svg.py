@@ -7,8 +7,8 @@ import hashlib
 import math
 from html import escape
 
-from tracer.analysis.render.sections import fmt_ms
 from tracer.analysis.model.substages import canonical
+from tracer.analysis.render.sections import fmt_ms
 from tracer.analysis.whatif.waterfall import Waterfall
 
 __all__ = [

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.analysis.table._columns import Columns
 from tracer.analysis.sampling.estimate import quantiles, ratio
 from tracer.analysis.sampling.estimate import total as estimated_total
+from tracer.analysis.table._columns import Columns
 from tracer.analysis.table.figures import GroupStats, Sample
 from tracer.spans.model import Warnings
 

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.analysis.table._ids import TraceIds
 from tracer.analysis.table._sparse import _Names, _Sparse
-from tracer.analysis.model.breakdown import TraceBreakdown
 
 __all__ = ["Columns", "Entries", "Projected", "ProjectedColumns"]
 

@@ -9,14 +9,22 @@ aggregation that follow. :func:`trim_freed_memory` fixes the threshold at its de
 once for the process (which also ends the dynamic adjustment), and gives back what is
 free now, inside the heap too (``malloc_trim(3)``); elsewhere than glibc it does
 nothing.
+
+Loading a million spans creates millions of long-lived objects; the cyclic garbage
+collector would scan them again and again (about a fifth of the time) although the
+analyzer makes no reference cycles: :func:`gc_paused` pauses it for a load or an
+aggregation (and has freed memory given back as it is freed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import platform
+from collections.abc import Iterator
 
-__all__ = ["TRIM_THRESHOLD_BYTES", "trim_freed_memory"]
+__all__ = ["TRIM_THRESHOLD_BYTES", "gc_paused", "trim_freed_memory"]
 
 TRIM_THRESHOLD_BYTES = 128 * 1024  # glibc's own default, kept from rising
 _M_TRIM_THRESHOLD = -1  # <malloc.h>
@@ -43,3 +51,17 @@ def trim_freed_memory(now: bool = False) -> None:
     libc = _glibc()
     if now and libc is not None:
         libc.malloc_trim(0)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector (reference counting still frees memory), and
+    have freed memory given back to the system (:func:`trim_freed_memory`)."""
+    trim_freed_memory()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.analysis.table._columns import (
     _NONE,
     Columns,
@@ -51,7 +52,6 @@ from tracer.analysis.table._columns import (
 )
 from tracer.analysis.table._ids import WIDTH, IdStore, TraceIds, pack
 from tracer.analysis.table._reorder import sorted_entries
-from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.spans.model import Warnings
 
 __all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]

@@ -24,14 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from tracer._errors import ConfigError, HoptraceError
+from tracer.analysis.checks.slo import Slo
+from tracer.analysis.model.prepare import StageMap
+from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.whatif.loadmodel import project_load, sweep_knees
 from tracer.analysis.whatif.loadrun import MAX_REQUESTS, LoadRun, bench_levels, load_run
 from tracer.analysis.whatif.overload import no_spread
-from tracer.analysis.model.prepare import StageMap
-from tracer.analysis.whatif.scenario import Faster, Scenario
-from tracer.analysis.checks.slo import Slo
-from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.whatif.retime import RETIMED, WhatIf, with_load
+from tracer.analysis.whatif.scenario import Faster, Scenario
 
 __all__ = ["MODELS", "Question", "answer"]
 

@@ -33,12 +33,12 @@ import numpy as np
 
 from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.checks.slo import Slo
 from tracer.analysis.whatif.loadgraph import Stretch
 from tracer.analysis.whatif.loadrun import LoadRun
 from tracer.analysis.whatif.overload import Overload, overload
 from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
-from tracer.analysis.checks.slo import Slo
 
 __all__ = ["CPU_SCALING", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
-from tracer.analysis.whatif.loadgraph import Stretch, Template, keep_unsized, template
 from tracer.analysis.model.prepare import StageMap, prepare
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.whatif.loadgraph import Stretch, Template, keep_unsized, template
 from tracer.spans.model import Warnings
 
 __all__ = [

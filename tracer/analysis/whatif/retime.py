@@ -19,20 +19,20 @@ from functools import cached_property
 import numpy as np
 
 from tracer._errors import ConfigError, NoUsableDataError
-from tracer.analysis.sampling._sketch import exact_traces as exact_limit
-from tracer.analysis.sampling._sketch import sketch_note
-from tracer.analysis.table._table import _NONE, Columns, Projected
 from tracer.analysis.aggregate import NS_PER_MS, Stats, stats
 from tracer.analysis.model.breakdown import client_first_token, group_key
 from tracer.analysis.model.critical_path import trace_dependencies, ttft_view
 from tracer.analysis.model.dependencies import critical_times
 from tracer.analysis.model.dependencies import retime as retime_model
-from tracer.analysis.execution.parallel import gc_paused
-from tracer.analysis.whatif.loadmodel import LoadWhatIf
 from tracer.analysis.model.prepare import PreparedTrace, StageMap
-from tracer.analysis.whatif.scenario import Faster, Scenario
 from tracer.analysis.model.substages import covers
 from tracer.analysis.model.traceset import TraceSet
+from tracer.analysis.sampling._sketch import exact_traces as exact_limit
+from tracer.analysis.sampling._sketch import sketch_note
+from tracer.analysis.table._memory import gc_paused
+from tracer.analysis.table._table import _NONE, Columns, Projected
+from tracer.analysis.whatif.loadmodel import LoadWhatIf
+from tracer.analysis.whatif.scenario import Faster, Scenario
 from tracer.spans.model import Warnings
 
 __all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
