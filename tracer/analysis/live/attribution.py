@@ -3,16 +3,18 @@ metrics out.
 
 Rows the collector committed are turned back into spans (as the store reads them),
 held in :class:`~collector.pending.PendingTraces` until each trace is ready, then
-attributed a batch at a time by the analyzer's own :class:`~tracer.analysis.attribution.attribute.
-Attributor` (critical path per stage, end-to-end, TTFT, tokens, model), so the live
-figures and ``hoptrace analyze`` of the same store agree. Each trace is recorded into
-every sink (Prometheus, OTLP, the last-minute window of ``hoptrace top``) with its
-weight (what a sampled trace stands for, :mod:`tracer.analysis.sampling.weights`; 1 for full
-data) under its labels: the root's service, its ``hoptrace.run``, its model and its ``http.route``
+attributed a batch at a time by the analyzer's own
+:class:`~tracer.analysis.attribution.attribute.Attributor` (critical path per stage,
+end-to-end, TTFT, tokens, model), so the live figures and ``hoptrace analyze`` of the
+same store agree. Each trace is recorded into every sink (Prometheus, OTLP, the
+last-minute window of ``hoptrace top``) with its weight (what a sampled trace stands
+for, :mod:`tracer.analysis.sampling.weights`; 1 for full data) under its labels: the
+root's service, its ``hoptrace.run``, its model and its ``http.route``
 (:data:`collector.metrics.LABELS`, bounded by :class:`~collector.metrics.LabelLimiter`).
 
-Runs in the attribution process (:mod:`tracer.analysis.live.worker`): it loads numpy and
-the analyzer, which the receiver never does.
+Runs in the attribution process (:mod:`tracer.analysis.live.worker`), which the
+receiver starts by module path: it loads numpy and the analyzer, which the receiver
+never does.
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""The attribution process: ``python -m tracer.analysis.live.worker DATA_FD CONTROL_FD SETTINGS``.
+"""The attribution process:
+``python -m tracer.analysis.live.worker DATA_FD CONTROL_FD SETTINGS``.
 
-:class:`collector.live.LiveMetrics` starts it. It reads batches of committed rows
-(pickled lists) from ``DATA_FD``, attributes the traces as they become ready
-(:class:`~tracer.analysis.live.attribution.LiveAttribution`), and answers the requests that come
-on ``CONTROL_FD``: ``metrics`` (the Prometheus text) and ``live`` (the window summary
+:class:`collector.live.LiveMetrics` starts it by module path (the collector imports
+nothing of the analyzer). It reads batches of committed rows (pickled lists) from
+``DATA_FD``, attributes the traces as they become ready
+(:class:`~tracer.analysis.live.attribution.LiveAttribution`), and answers the requests
+that come on ``CONTROL_FD``: ``metrics`` (the Prometheus text) and ``live`` (the window summary
 of ``hoptrace top``). It ends when the data pipe closes (the collector stopped or died).
 """
 
