@@ -45,8 +45,11 @@ from pathlib import Path
 
 import orjson
 
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.spans._otlp_lines import traces_from_otlp_line
+
+# The checkout's tests/synthetic.py (test data, not shipped in the package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json  # noqa: E402
 
 
 def generate(

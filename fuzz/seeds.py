@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import sys
 from pathlib import Path
 
-from tracer.analysis.synthetic import mixed_traces, to_otlp_json
+# The checkout's tests/synthetic.py (test data, not shipped in the package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.synthetic import mixed_traces, to_otlp_json  # noqa: E402
 
 #: Seeds longer than this are cut: the fuzzer's -max_len (fuzz/run).
 MAX_LEN = 16384

@@ -49,7 +49,7 @@ def write_otlp_lines(path: Path, batches: list[list]) -> Path:
     """Write each non-empty batch of spans as one OTLP JSON line; returns ``path``."""
     import orjson
 
-    from tracer.analysis.synthetic import to_otlp_json
+    from tests.synthetic import to_otlp_json
 
     path.write_bytes(b"".join(orjson.dumps(to_otlp_json(b)) + b"\n" for b in batches if b))
     return path

@@ -65,7 +65,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
+from tests.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer.spans.model import Span
 
 _HANG = object()

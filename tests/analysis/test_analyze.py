@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from tests.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer.analysis import TraceSet, analyze, load, what_if
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 MS = 1_000_000

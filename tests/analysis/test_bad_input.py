@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import chain_trace, to_otlp_json
 from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
-from tracer.analysis.synthetic import chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 

@@ -9,12 +9,12 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer._errors import NoUsableDataError
 from tracer.analysis import analyze, load
 from tracer.analysis.execution.bigfile import analyze_files, eligible
 from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -107,7 +107,7 @@ def test_whatif_rejects_a_bad_capacity_in_one_line(tmp_path):
 def test_whatif_accepts_capacities(tmp_path):
     import orjson
 
-    from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+    from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 
     path = tmp_path / "seed.jsonl"
     t0 = 1_700_000_000_000_000_000

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -12,12 +12,12 @@ import pytest
 
 from tests.analysis.standins import TempoStandIn, recent_traces
 from tests.helpers import hoptrace, skip_or_fail, write_otlp_lines
+from tests.synthetic import SEED_MS, chain_trace
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis import analyze, analyze_sources, load, render
 from tracer.analysis.execution import dask_engine as _dask
 from tracer.analysis.execution.bigfile import analyze_files as analyze_locally
 from tracer.analysis.query import Query
-from tracer.analysis.synthetic import SEED_MS, chain_trace
 
 try:
     import distributed

@@ -12,8 +12,8 @@ import pytest
 
 from collector.store import SpanStore
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis import TraceSet, analyze, load
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.spans.model import KIND_CLIENT, KIND_SERVER, Span
 
 T0 = 1_700_000_000_000_000_000

@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import to_otlp_json
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
 from tracer.analysis import TraceSet
-from tracer.analysis.synthetic import to_otlp_json
 from tracer.analysis.whatif.loadgraph import Stretch, Template
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import LoadRun, load_run

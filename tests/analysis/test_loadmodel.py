@@ -8,10 +8,10 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import to_otlp_json
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
-from tracer.analysis.synthetic import to_otlp_json
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import load_run
 from tracer.analysis.whatif.scenario import Faster

@@ -10,9 +10,9 @@ import pytest
 from demo_app.run import demo_projections
 from tests.analysis.test_loadmodel import _pool_run, _traceset
 from tests.helpers import hoptrace
+from tests.synthetic import to_otlp_json
 from tracer.analysis import TraceSet
 from tracer.analysis.render.sections import fmt_ms
-from tracer.analysis.synthetic import to_otlp_json
 from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.whatif.retime import what_if
 

@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis import TraceSet, analyze, compare
 from tracer.analysis.render import analysis_sections, comparison_sections, to_table
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_760_000_000_000_000_000
 MS = 1_000_000

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers import hoptrace, shuffled_store
+from tests.synthetic import SEED_MS, chain_trace
 from tracer._errors import ConfigError
 from tracer.analysis.query import Query
-from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.cli import main
 
 MS = 1_000_000

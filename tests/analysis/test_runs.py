@@ -7,8 +7,8 @@ import pytest
 
 from collector.store import SpanStore
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer import attributes as attrs
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -14,11 +14,11 @@ import pytest
 from ddsketch import DDSketch
 
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer._errors import ConfigError
 from tracer.analysis import TraceSet, analyze, what_if
 from tracer.analysis.render import analysis_dict
 from tracer.analysis.sampling._sketch import RELATIVE_ACCURACY, Sketch, exact_traces
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis.whatif.retime import Projection
 
 T0 = 1_700_000_000_000_000_000

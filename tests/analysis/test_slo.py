@@ -7,9 +7,9 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer._errors import ConfigError
 from tracer.analysis.checks.slo import TRACE_METRICS, Slo, parse_slo
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

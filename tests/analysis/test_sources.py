@@ -10,6 +10,7 @@ import pytest
 
 from tests.analysis.standins import JaegerStandIn, TempoStandIn, recent_traces
 from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
+from tests.synthetic import to_jaeger_json, to_otlp_json
 from tracer._errors import SourceError
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load
 from tracer.analysis.loaders.backends import JaegerQuery, TempoQuery
@@ -17,7 +18,6 @@ from tracer.analysis.loaders.local import OtlpLines, Pipe, SpanStoreFile, Stdin,
 from tracer.analysis.loaders.sources import Folder, Several, open_source
 from tracer.analysis.query import Query
 from tracer.analysis.render import analysis_dict
-from tracer.analysis.synthetic import to_jaeger_json, to_otlp_json
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace, shuffled_store, write_otlp_lines
+from tests.synthetic import SEED_MS, chain_trace
 from tracer.analysis import analyze, analyze_sources, exemplar_traces, load, what_if
 from tracer.analysis.aggregate import aggregate_columns
 from tracer.analysis.checks.budget import check_budget, load_budget
@@ -26,7 +27,6 @@ from tracer.analysis.render import (
     whatif_dict,
 )
 from tracer.analysis.split import split_analysis, split_by
-from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.whatif.retime import Projection
 from tracer.analysis.whatif.waterfall import exemplar_waterfalls

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace
+from tests.synthetic import MS, SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis.render.svg import STAGE_COLOURS, stage_colour
-from tracer.analysis.synthetic import MS, SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 QUEUE, PREFILL, DECODE = 20.0, 180.0, 700.0  # of the 1000 ms of inference

@@ -21,12 +21,12 @@ from tests.analysis.standins import (
     tempo_json,
 )
 from tests.helpers import hoptrace
+from tests.synthetic import to_otlp_json
 from tracer._errors import ConfigError, SourceError
 from tracer.analysis import analyze, load
 from tracer.analysis.loaders.arrival import wait_for_traces
 from tracer.analysis.loaders.tempo import load_tempo, traceql
 from tracer.analysis.query import Query
-from tracer.analysis.synthetic import to_otlp_json
 
 
 def _tempo(traces, **kwargs):

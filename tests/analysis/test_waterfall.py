@@ -6,12 +6,12 @@ import re
 
 import pytest
 
+from tests.synthetic import SEED_MS, chain_trace
 from tracer.analysis import TraceSet, analyze, exemplar_waterfalls, what_if
 from tracer.analysis.model.prepare import prepare
 from tracer.analysis.render import Report, to_html
 from tracer.analysis.render.sections import shown_groups
 from tracer.analysis.render.svg import legend, nice_step, stage_colour, waterfall_svg
-from tracer.analysis.synthetic import SEED_MS, chain_trace
 from tracer.analysis.whatif.waterfall import projected_waterfall, waterfall
 from tracer.spans.model import Warnings
 

@@ -202,7 +202,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tracer.analysis.query",
             "tracer.analysis.runs",
             "tracer.analysis.split",
-            "tracer.analysis.synthetic",
         ),
     ),
     ("execution and loaders", ("tracer.analysis.execution", "tracer.analysis.loaders")),
@@ -265,6 +264,21 @@ def test_the_layer_rule_catches_an_upward_import():
     assert _upward_imports(graph, layers) == ["pkg.low.b (low) -> pkg.high.c (high)"]
     assert _layer_of("pkg.mid.d.e", layers) == 1
     assert _layer_of("elsewhere", layers) is None
+
+
+def test_the_packages_import_nothing_of_the_tests():
+    """Test data (``tests/synthetic.py``) is not shipped: no installed module reads it."""
+    found = set()
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found.update(f"{name} -> {n}" for n in names if n.split(".")[0] == "tests")
+    assert found == set()
 
 
 def test_the_collector_imports_nothing_of_the_analyzer():

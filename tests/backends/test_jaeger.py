@@ -14,9 +14,9 @@ import pytest
 from tests.analysis.standins import JaegerStandIn, numbers_of, otlp_file, recent_traces
 from tests.backends import programs
 from tests.helpers import eventually, hoptrace
+from tests.synthetic import to_otlp_json
 from tracer.analysis import analyze, load
 from tracer.analysis.query import Query
-from tracer.analysis.synthetic import to_otlp_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.backends]
 

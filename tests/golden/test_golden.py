@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.synthetic import MS, SEED_MS, chain_trace
 from tracer.analysis import TraceSet, analyze, compare, exemplar_waterfalls, what_if
 from tracer.analysis.checks.budget import Limit, check_budget
 from tracer.analysis.render import (
@@ -28,7 +29,6 @@ from tracer.analysis.render import (
     whatif_sections,
 )
 from tracer.analysis.split import split_by
-from tracer.analysis.synthetic import MS, SEED_MS, chain_trace
 from tracer.bench import BenchResult, LevelResult, Sample, find_knee
 
 EXPECTED = Path(__file__).parent / "expected"

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from tests.hostile.endless import hoptrace_peak
-from tracer.analysis.synthetic import chain_trace, to_otlp_json
+from tests.synthetic import chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 

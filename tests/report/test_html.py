@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from tests.helpers import hoptrace, skip_or_fail
+from tests.synthetic import SEED_MS, chain_trace, to_otlp_json
 from tracer.analysis.render.svg import CHART_WIDTH, STAGE_COLOURS
-from tracer.analysis.synthetic import SEED_MS, chain_trace, to_otlp_json
 
 T0 = 1_700_000_000_000_000_000
 MS = 1_000_000

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from demo_app.profiles import ALIASES, PROFILES
 from tests.helpers import hoptrace
-from tracer.analysis.synthetic import chain_trace, to_otlp_json
+from tests.synthetic import chain_trace, to_otlp_json
 from tracer.cli import main
 
 FORMATS = {"table", "json", "markdown", "html"}

@@ -297,8 +297,8 @@ def test_the_lines_it_is_meant_for_are_taken_not_stepped_aside():
     # What exporters write for the chain and for LLM calls (token counts, engine
     # latencies, first-token marks, an error status), and plain odd values: a decoder that
     # stepped aside on them would pass every "equal or step aside" check.
+    from tests.synthetic import mixed_traces, to_otlp_json
     from tests.tracer.test_otlp_lines import _LAX_LINES
-    from tracer.analysis.synthetic import mixed_traces, to_otlp_json
 
     lines = [json.dumps(to_otlp_json(trace)).encode() for trace in mixed_traces(40)]
     lines.append(_line([_span(i, _llm_attributes(i)) for i in range(30)]))
