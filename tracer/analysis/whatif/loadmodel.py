@@ -40,7 +40,7 @@ from tracer.analysis.whatif.overload import Overload, overload
 from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
-__all__ = ["CPU_SCALING", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
+__all__ = ["CPU_SCALING", "INLINE_SHARE", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
 
 _MS = 1e6
 
@@ -72,6 +72,13 @@ class LoadWhatIf:
 #: CPU per request falls as throughput rises (event loops handle more ready events a
 #: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
 CPU_SCALING = 0.2
+#: The share of the chain's CPU per request that runs in line with the request's waits
+#: and lengthens its stretches; the rest runs beside them (a stream's relays working on
+#: one token while the model waits for the next, the exporters' threads): a branch of
+#: the request of its own, from its start, that loads the cores as much and lengthens
+#: the request only when contention makes it outlast the waits. Chosen on the first
+#: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25.
+INLINE_SHARE = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
 
@@ -82,10 +89,11 @@ def _steps(
     stretch: float,
     cpu_ns: float | None = None,
 ) -> list[Graph]:
-    """Simulation steps of every template: CPU at ``stretch`` taken out of each stretch,
-    its waiting time multiplied by ``scenario``'s factor for its stage (none: as
-    measured); ``cpu_ns`` per request (default: the run's)."""
-    cpu = run.cpu_ns_per_request if cpu_ns is None else cpu_ns
+    """Simulation steps of every template: the in-line CPU at ``stretch`` taken out of
+    each stretch, its waiting time multiplied by ``scenario``'s factor for its stage
+    (none: as measured); ``cpu_ns`` per request (default: the run's)."""
+    total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
+    cpu = total * INLINE_SHARE
     out = []
     for t in run.templates:
         nodes = []
@@ -105,7 +113,13 @@ def _steps(
                 if share > 0:
                     steps.append(Step(CPU, share))
             nodes.append(tuple(steps))
-        out.append(Graph(tuple(nodes), t.after))
+        after = t.after
+        if total > cpu:
+            # The CPU beside the waits: a branch of its own from the request's start,
+            # which the request's end waits for.
+            nodes.append((Step(CPU, total - cpu),))
+            after = (*after, (0,))
+        out.append(Graph(tuple(nodes), after))
     return out
 
 
@@ -191,7 +205,7 @@ def project_load(
             "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
         )
     after = _run(run, _steps(run, scenario, stretch), requests, seed)
-    if run.cpu_ns_per_request and run.cores and CPU_SCALING:
+    if run.cpu_ns_per_request and run.cores:
         # The CPU per request at the throughput the change reaches (a fixed point).
         for _ in range(4):
             ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
