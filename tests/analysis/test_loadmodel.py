@@ -185,3 +185,37 @@ def test_a_bench_sweep_is_projected_level_by_level(tmp_path):
     assert levels[1]["after_ms"]["p50"] == pytest.approx(112, rel=0.02)
     assert levels[0]["after_ms"]["p50"] == pytest.approx(56, rel=0.03)
     assert levels[1]["slo"]["attainment"] == {"before": 0.0, "after": 1.0}
+
+
+def _one_client_run(n: int = 30, e2e_ms: float = 1000.0) -> list[list[Span]]:
+    """One bench client sending requests back to back, each one model span of
+    ``e2e_ms`` inside the client's."""
+    traces = []
+    for i in range(n):
+        tid = f"{i + 1:032x}"
+        start = T0 + int(i * e2e_ms * MS)
+        end = start + int(e2e_ms * MS)
+        root = Span(
+            tid, f"{2 * i + 1:016x}", None, "bench", "bench request", KIND_INTERNAL,
+            start, end, "client", 0, None, {attrs.BENCH_CONCURRENCY: 1, attrs.RUN: "bench-x-c1"},
+        )  # fmt: skip
+        model = Span(
+            tid, f"{2 * i + 2:016x}", root.span_id, "model", "generate", KIND_SERVER,
+            start, end, "inference", 0, None, {},
+        )  # fmt: skip
+        traces.append([root, model])
+    return traces
+
+
+def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
+    # 1,000 ms requests, 100 ms of CPU each, eight idle cores: the model 10x faster
+    # leaves (1000 - 50) / 10 = 95 ms of waiting, then the 50 ms in line; the 50 ms
+    # beside them run from the request's start and end first. CPU per request falls
+    # with throughput as (x / 1000) ** 0.2 (the fixed point x = 95 + 50 (x / 1000) ** 0.2
+    # is 128.2 ms). All of it in line would give 95 - 50 / 10 + 100 (x / 1000) ** 0.2:
+    # 154.9 ms.
+    run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
+    assert run.clients == 1 and run.cores == 8.0
+    projected = project_load(run, Faster("inference", 10.0))
+    assert projected.before.p50 == pytest.approx(1000.0)
+    assert projected.after.p50 == pytest.approx(128.2, rel=0.01)

@@ -92,6 +92,7 @@ def _steps(
     """Simulation steps of every template: the in-line CPU at ``stretch`` taken out of
     each stretch, its waiting time multiplied by ``scenario``'s factor for its stage
     (none: as measured); ``cpu_ns`` per request (default: the run's)."""
+    measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
     out = []
@@ -103,9 +104,10 @@ def _steps(
                 if not isinstance(x, Stretch):
                     steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
                     continue
-                share = cpu * x.ns / t.busy_ns if cpu and t.busy_ns > 0 else 0.0
+                part = x.ns / t.busy_ns if t.busy_ns > 0 else 0.0
+                share = cpu * part
                 # At the run's own contention, ``stretch`` times the CPU was spent in it.
-                wait = max(x.ns - share * stretch, 0.0)
+                wait = max(x.ns - measured * part * stretch, 0.0)
                 if scenario is not None:
                     wait *= scenario.factor(x.stage)
                 if wait > 0:
