@@ -39,7 +39,8 @@ def _table(seed: int, n: int) -> TraceTable:
             split=f"run-{i % 3}" if i % 5 else None,
             projected=Projected(
                 after_ns=b.e2e_ns / 3,
-                ttft=(b.ttft_ns, b.ttft_ns / 2.5) if i % 2 else None,
+                ttft_before_ns=b.ttft_ns if i % 2 else None,
+                ttft_after_ns=b.ttft_ns / 2.5 if i % 2 else None,
                 has_stage=bool(i % 4),
                 before_groups={"inference": i + 1},
                 after_groups={"inference": (i + 1) / 7},

@@ -41,6 +41,7 @@ import numpy as np
 
 from tracer.analysis.attribution.shapes import (
     MAX_SPANS,
+    QUEUED,
     SCALAR,
     ByPhases,
     ByValues,
@@ -52,7 +53,7 @@ from tracer.analysis.attribution.shapes import (
 from tracer.analysis.attribution.walks import fix_clocks, own_times, sums, ttft_view
 from tracer.analysis.attribution.words import words as _words
 from tracer.analysis.conventions.phases import coordinator_ttft_ns
-from tracer.analysis.model.breakdown import count_planned
+from tracer.analysis.model.breakdown import TOKEN_COLUMNS, Tokens, count_planned
 from tracer.analysis.model.prepare import PreparedTrace, StageMap, phase_span
 from tracer.analysis.sampling.weights import FULL, trace_weight
 from tracer.analysis.table._table import Projected, TraceTable
@@ -80,8 +81,7 @@ _LIMIT = 2**62
 #: kept, which is always safe).
 _HIGH = 7 if sys.byteorder == "little" else 0
 _NARROW = bytes(range(0x40)) + bytes(range(0xC1, 0x100))
-_Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
-_NO_TOKENS: _Tokens = (None, None, None, None)
+_NO_TOKENS: Tokens = (None, None, None, None)
 
 
 def batching() -> bool:
@@ -98,7 +98,7 @@ class Ticket(NamedTuple):
     shape: Shape
     times: bytes
     has: bytes
-    tokens: _Tokens
+    tokens: Tokens
     #: the batch cannot give the trace back (its spans need not be kept)
     settled: bool
     #: what the trace stands for and whether that is known (weights.trace_weight)
@@ -148,20 +148,21 @@ class ShapeBatcher:
         if not ticket:
             return False
         shape = ticket.shape
-        shape.ids.append(trace_id)
-        shape.seqs.append(seq)
-        shape.last_ends.append(last_end)
-        shape.splits.append(split)
+        q = shape.queue
+        q["trace_id"].append(trace_id)
+        q["seq"].append(seq)
+        q["last_end"].append(last_end)
+        q["split"].append(split)
         shape.times += ticket.times  # a copy of machine words: no span is touched
         shape.has.extend(ticket.has)
-        shape.tokens.append(ticket.tokens)
-        shape.weights.append(ticket.weight)
-        shape.coordinator_ttfts.append(ticket.coordinator_ttft)
+        q["tokens"].append(ticket.tokens)
+        q["weight"].append(ticket.weight)
+        q["coordinator_ttft_ns"].append(ticket.coordinator_ttft)
         # Its spans are kept only while the batch may give the trace back (or retime it).
         keep = self.projection is not None or not ticket.settled
-        shape.spans.append(spans if keep else None)
+        q["spans"].append(spans if keep else None)
         self._queued += 1
-        if len(shape.ids) >= self._batch:
+        if len(q["trace_id"]) >= self._batch:
             self._run(shape)
         elif self._queued >= MAX_QUEUED:
             self.flush()
@@ -232,7 +233,7 @@ class ShapeBatcher:
 
     def _flush(self, entry: Any) -> None:
         if type(entry) is Shape:
-            if entry.ids:
+            if entry.queue["trace_id"]:
                 self._run(entry)
         elif type(entry) is ByValues or type(entry) is ByPhases:
             for shape in entry.shapes.values():
@@ -276,10 +277,11 @@ class ShapeBatcher:
         if type(entry) is ByPhases and entry.engines == engines:
             entry.shapes.setdefault(tuple([sub for _, sub in shape.phases]), shape)
 
-    def _give_back(self, rows: tuple[list, ...], which: np.ndarray) -> None:
-        """Attribute the traces ``which`` of a batch the scalar way (their spans were
-        kept: :attr:`Ticket.settled`)."""
-        ids, seqs, last_ends, splits, _, spans, _, _ = rows
+    def _give_back(self, rows: dict[str, list], which: np.ndarray) -> None:
+        """Attribute the traces ``which`` of a batch (its :data:`QUEUED` lists) the
+        scalar way (their spans were kept: :attr:`Ticket.settled`)."""
+        ids, spans, seqs = rows["trace_id"], rows["spans"], rows["seq"]
+        last_ends, splits = rows["last_end"], rows["split"]
         for r in which.tolist():
             kept = spans[r]
             if kept is None:
@@ -288,14 +290,11 @@ class ShapeBatcher:
 
     def _run(self, shape: Shape) -> None:
         """Attribute the queued traces of ``shape`` (see the module docstring)."""
-        b, n = len(shape.ids), shape.n
+        rows, times, marked = shape.queue, shape.times, shape.has
+        b, n = len(rows["trace_id"]), shape.n
         self._queued -= b
-        ids, seqs, last_ends, splits = shape.ids, shape.seqs, shape.last_ends, shape.splits
-        tokens, spans, times, marked = shape.tokens, shape.spans, shape.times, shape.has
-        weights, coordinator = shape.weights, shape.coordinator_ttfts
-        shape.ids, shape.seqs, shape.last_ends, shape.splits = [], [], [], []
-        shape.tokens, shape.spans, shape.times, shape.has = [], [], bytearray(), bytearray()
-        shape.weights, shape.coordinator_ttfts = [], []
+        shape.queue = {k: [] for k in QUEUED}
+        shape.times, shape.has = bytearray(), bytearray()
         # Each trace's row: its starts, then its ends, then its marks.
         at = np.frombuffer(times, np.int64).reshape(b, 3, n)
         start, end, marks = at[:, 0], at[:, 1], at[:, 2]
@@ -303,16 +302,6 @@ class ShapeBatcher:
         # Past 2**62 a sum or difference could leave int64: those traces go below.
         # (Not np.abs: it leaves -2**63 negative.)
         wide = ((at >= _LIMIT) | (at <= -_LIMIT)).any(axis=(1, 2))
-        rows: tuple[list, ...] = (
-            ids,
-            seqs,
-            last_ends,
-            splits,
-            tokens,
-            spans,
-            weights,
-            coordinator,
-        )
         if wide.any():
             self._give_back(rows, np.nonzero(wide)[0])
             rest = np.nonzero(~wide)[0]
@@ -330,7 +319,7 @@ class ShapeBatcher:
                 return
             start, end, marks, has = start[keep], end[keep], marks[keep], has[keep]
             rows = _pick(rows, keep)
-        ids, seqs, last_ends, splits, tokens, spans, weights, coordinator = rows
+        ids, spans = rows["trace_id"], rows["spans"]
         root = shape.root
         own = own_times(shape, start, end, None)
         # Time to first token: the root's mark, else the earliest on its service.
@@ -380,25 +369,34 @@ class ShapeBatcher:
                 )
                 for r in range(len(ids))
             ]
-        self._table().add_rows(
-            ids,
-            seqs,
-            last_ends,
-            splits,
-            tokens,
-            start=start[:, root],
-            e2e=end[:, root] - start[:, root],
-            span_count=shape.spans_in,
-            ttft=np.where(has_ttft, point - start[:, root], _NO),
-            model_ttft=model_ttft,
-            root=(shape.root_service, shape.root_name),
-            groups=(shape.groups, sums(own, shape.group_of, width)),
-            ttft_groups=None if ttft_own is None else sums(ttft_own, shape.group_of, width),
-            hops=(shape.hops, sums(own, shape.hop_of, len(shape.hops))),
-            projected=projected,
-            weights=weights,
-            coordinator_ttft=coordinator,
+        columns: dict[str, Any] = {
+            "start_ns": start[:, root],
+            "e2e_ns": end[:, root] - start[:, root],
+            "span_count": shape.spans_in,
+            "ttft_ns": np.where(has_ttft, point - start[:, root], _NO),
+            "model_ttft_ns": model_ttft,
+            "coordinator_ttft_ns": rows["coordinator_ttft_ns"],
+            "root_service": shape.root_service,
+            "root_name": shape.root_name,
+            "split": rows["split"],
+            "seq": rows["seq"],
+            "last_end": rows["last_end"],
+            "weight": [w for w, _ in rows["weight"]],
+            "weight_unknown": [not known for _, known in rows["weight"]],
+            "group_entries": (shape.groups, sums(own, shape.group_of, width), None),
+            "hop_entries": (shape.hops, sums(own, shape.hop_of, len(shape.hops)), None),
+        }
+        if ttft_own is not None:
+            columns["ttft_entries"] = (
+                shape.groups,
+                sums(ttft_own, shape.group_of, width),
+                has_ttft,
+            )
+        # each trace's token counts (a tuple each) as the columns they are
+        columns.update(
+            zip(TOKEN_COLUMNS, map(list, zip(*rows["tokens"], strict=True)), strict=True)
         )
+        self._table().add_rows(ids, columns, projected)
 
     @staticmethod
     def _with_phases(
@@ -415,7 +413,7 @@ class ShapeBatcher:
         ]
 
 
-def _pick(rows: tuple[list, ...], which: np.ndarray) -> tuple[list, ...]:
+def _pick(rows: dict[str, list], which: np.ndarray) -> dict[str, list]:
     """The entries ``which`` of each per-trace list of a batch."""
     at = which.tolist()
-    return tuple([column[r] for r in at] for column in rows)
+    return {name: [column[r] for r in at] for name, column in rows.items()}

@@ -48,6 +48,7 @@ from tracer.analysis.sampling.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
 __all__ = [
+    "QUEUED",
     "FIELDS",
     "PER_TRACE",
     "SCALAR",
@@ -82,6 +83,20 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
 #: The attributes whose values the batch reads per trace, as the scalar path does.
 PER_TRACE = TOKEN_KEYS | PHASE_KEYS | COORDINATOR_KEYS
 #: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
+#: What a shape queues of each trace until its batch runs, a list each by name: the
+#: trace's id, its place in the input (``seq``, ``last_end``), its ``--split-by`` value,
+#: its token counts (``breakdown.Tokens``), its weight (``weights.trace_weight``), its
+#: P/D coordinator's own time to first token, and its spans (None: not kept).
+QUEUED = (
+    "trace_id",
+    "seq",
+    "last_end",
+    "split",
+    "tokens",
+    "weight",
+    "coordinator_ttft_ns",
+    "spans",
+)
 MAX_SPANS = 512
 #: Children of one span taken: the batch walk compares every pair of siblings (a
 #: wider fan-out is rare and takes the scalar path).
@@ -131,21 +146,11 @@ class Shape:
     sampled: bool = False
     #: the P/D coordinator span whose own time to first token is read per trace, or -1
     coordinator: int = -1
-    ids: list[str] = field(default_factory=list)
-    seqs: list[int] = field(default_factory=list)
-    last_ends: list[int] = field(default_factory=list)
-    splits: list[str | None] = field(default_factory=list)
-    tokens: list[tuple[int | None, int | None, str | None, int | None]] = field(
-        default_factory=list
-    )
+    #: the queued traces' values by name, a list each (:data:`QUEUED`)
+    queue: dict[str, list] = field(default_factory=lambda: {k: [] for k in QUEUED})
     #: per trace: its spans' starts, ends and marks (0: none), as int64 (``words.shape_words``)
     times: bytearray = field(default_factory=bytearray)
     has: bytearray = field(default_factory=bytearray)  # per span: it has a mark
-    spans: list[list[Span] | None] = field(default_factory=list)  # None: dropped (ticket)
-    #: per trace: what it stands for and whether that is known (weights.trace_weight)
-    weights: list[tuple[float, bool]] = field(default_factory=list)
-    #: per trace: the coordinator's own time to first token (phases.coordinator_ttft_ns)
-    coordinator_ttfts: list[int | None] = field(default_factory=list)
 
 
 @dataclass

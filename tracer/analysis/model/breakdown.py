@@ -15,6 +15,7 @@ from tracer.spans.model import Span
 
 __all__ = [
     "GROUP_BY",
+    "TOKEN_COLUMNS",
     "TOKEN_KEYS",
     "TokenPlan",
     "Tokens",
@@ -128,8 +129,12 @@ def token_carriers(trace: PreparedTrace) -> list[int]:
     return [i for i in trace.order if carries[i] and not below[i]]
 
 
-#: Input and output tokens, the model, and the cached prompt tokens (None: unknown).
-Tokens: TypeAlias = tuple[int, int, str | None, int | None]
+#: Input and output tokens, the model, and the cached prompt tokens (None: unknown):
+#: the values of the per-trace columns :data:`TOKEN_COLUMNS` names, in that order (a
+#: plain tuple: one is made per trace).
+Tokens: TypeAlias = tuple[int | None, int | None, str | None, int | None]
+#: The columns (:data:`~tracer.analysis.table.schema.ROW`) of a :data:`Tokens`' values.
+TOKEN_COLUMNS = ("input_tokens", "output_tokens", "model", "cached_tokens")
 
 
 def count_tokens(carriers: Iterable[dict[str, Any]]) -> Tokens:
@@ -188,7 +193,7 @@ def count_planned(spans: list[Span], plan: list[TokenPlan]) -> Tokens:
     return tin, tout, str(model) if model else None, cached
 
 
-def _tokens(trace: PreparedTrace) -> tuple[int | None, int | None, str | None, int | None]:
+def _tokens(trace: PreparedTrace) -> Tokens:
     carriers = token_carriers(trace)
     if not carriers:
         return None, None, None, None

@@ -8,55 +8,61 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.analysis.table._ids import TraceIds
 from tracer.analysis.table._sparse import _Names, _Sparse
+from tracer.analysis.table.schema import NONE, PROJECTED, ROW, Column
 
 __all__ = ["Columns", "Entries", "Projected", "ProjectedColumns"]
 
-_NONE = -1  # None in an int column (times to first token and token counts are >= 0)
+_NONE = NONE  # (the name the table's modules use)
 
 
 class Projected(NamedTuple):
-    """One trace's what-if projection (:class:`~tracer.analysis.whatif.retime.Projection`)."""
+    """One trace's what-if projection (:class:`~tracer.analysis.whatif.retime.Projection`):
+    a value for each column of :data:`~tracer.analysis.table.schema.PROJECTED`."""
 
     after_ns: float
-    ttft: tuple[int, float] | None  # time to first token before, after
+    ttft_before_ns: int | None  # time to first token before (None: no first token)
+    ttft_after_ns: float | None  # and after
     has_stage: bool
     before_groups: dict[str, int]
     after_groups: dict[str, float]
 
 
-class _Projections:
-    """The what-if columns of a table's rows."""
+_PROJECTED_FLAT = tuple(c for c in PROJECTED if c.layout != "sparse")
+_PROJECTED_SPARSE = tuple(c for c in PROJECTED if c.layout == "sparse")
 
-    __slots__ = ("after", "after_groups", "before_groups", "has_stage", "ttft_after", "ttft_before")
+
+class _Projections:
+    """The what-if columns of a table's rows: an attribute per column of
+    :data:`~tracer.analysis.table.schema.PROJECTED`."""
 
     def __init__(self, names: _Names) -> None:
-        self.after = array("d")
-        self.ttft_before = array("q")
-        self.ttft_after = array("d")
-        self.has_stage = array("b")
-        self.before_groups = _Sparse(names)
-        self.after_groups = _Sparse(names, "d")
+        for c in _PROJECTED_FLAT:
+            setattr(self, c.name, empty(c))
+        for c in _PROJECTED_SPARSE:
+            setattr(self, c.name, _Sparse(names, c.code))
 
     def add(self, p: Projected) -> None:
-        self.after.append(p.after_ns)
-        self.ttft_before.append(_NONE if p.ttft is None else p.ttft[0])
-        self.ttft_after.append(0.0 if p.ttft is None else p.ttft[1])
-        self.has_stage.append(p.has_stage)
-        self.before_groups.add(p.before_groups)
-        self.after_groups.add(p.after_groups)
+        for c in _PROJECTED_FLAT:
+            value = getattr(p, c.name)
+            getattr(self, c.name).append(c.default if value is None else value)
+        for c in _PROJECTED_SPARSE:
+            getattr(self, c.name).add(getattr(p, c.name))
+
+    def __len__(self) -> int:
+        return len(getattr(self, PROJECTED[0].name))
 
     def extend(self, other: _Projections, remap: np.ndarray) -> None:
-        for name in ("after", "ttft_before", "ttft_after", "has_stage"):
-            getattr(self, name).extend(getattr(other, name))
-        self.before_groups.extend(other.before_groups, remap)
-        self.after_groups.extend(other.after_groups, remap)
+        for c in _PROJECTED_FLAT:
+            getattr(self, c.name).extend(getattr(other, c.name))
+        for c in _PROJECTED_SPARSE:
+            getattr(self, c.name).extend(getattr(other, c.name), remap)
 
 
 Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -96,14 +102,13 @@ class ProjectedColumns:
 
     def subset(self, keep: np.ndarray, position: np.ndarray) -> ProjectedColumns:
         """The rows ``keep`` marks; ``position`` is each kept row's new index."""
-        return ProjectedColumns(
-            self.after_ns[keep],
-            self.ttft_before_ns[keep],
-            self.ttft_after_ns[keep],
-            self.has_stage[keep],
-            _subset_sparse(self.before_groups, position),
-            _subset_sparse(self.after_groups, position),
-        )
+        kept: dict[str, Any] = {
+            c.name: _subset_sparse(getattr(self, c.name), position)
+            if c.layout == "sparse"
+            else getattr(self, c.name)[keep]
+            for c in PROJECTED
+        }
+        return ProjectedColumns(**kept)
 
 
 @dataclass(frozen=True)
@@ -166,71 +171,54 @@ class Columns:
         """The rows ``keep`` (a boolean per row) marks, in the same order."""
         position = np.full(len(self), -1, np.int64)
         position[keep] = np.arange(int(keep.sum()))
-
-        def col(a: np.ndarray) -> np.ndarray:
-            return a[keep] if a.size == keep.size else a
-
+        kept: dict[str, Any] = {}
+        for c in ROW:
+            value = getattr(self, c.name)
+            if c.layout == "sparse":
+                kept[c.name] = value.subset(keep)
+            elif c.absent == "any":
+                kept[c.name] = _kept(value, keep, c.default)
+            elif value is not None and value.size == keep.size:
+                kept[c.name] = value[keep]
+            else:  # None, or left empty by whoever made these columns
+                kept[c.name] = value
         return Columns(
             ids=self.ids[keep],
-            start_ns=self.start_ns[keep],
-            e2e_ns=self.e2e_ns[keep],
-            span_count=self.span_count[keep],
-            ttft_ns=self.ttft_ns[keep],
-            model_ttft_ns=self.model_ttft_ns[keep],
-            input_tokens=self.input_tokens[keep],
-            output_tokens=self.output_tokens[keep],
-            model=self.model[keep],
-            root_service=self.root_service[keep],
-            root_name=self.root_name[keep],
             strings=self.strings,
-            group_entries=self.group_entries.subset(keep),
             group_names=self.group_names,
-            ttft_entries=self.ttft_entries.subset(keep),
-            hop_entries=self.hop_entries.subset(keep),
             hop_names=self.hop_names,
-            seq=col(self.seq),
-            last_end=col(self.last_end),
-            split=None if self.split is None else self.split[keep],
             projected=None if self.projected is None else self.projected.subset(keep, position),
-            cached_tokens=col(self.cached_tokens),
-            coordinator_ttft_ns=col(self.coordinator_ttft_ns),
-            weight=_kept(self.weight, keep, 1.0),
-            weight_unknown=_kept(self.weight_unknown, keep, False),
+            **kept,
         )
 
     def breakdowns(self) -> Iterator[TraceBreakdown]:
         """The rows as :class:`TraceBreakdown` objects, in order."""
-        strings = self.strings
-        groups, ttft_groups, hops = (
-            _rows(s, n, len(self))
-            for s, n in (
-                (self.groups, self.group_names),
-                (self.ttft_groups, self.group_names),
-                (self.hops, self.hop_names),
-            )
-        )
-        cached, coordinator = self.cached_tokens, self.coordinator_ttft_ns
-        full = cached.size == len(self) and coordinator.size == len(self)
-        for r in range(len(self)):
-            ttft = int(self.ttft_ns[r])
-            yield TraceBreakdown(
-                trace_id=str(self.ids[r]),
-                root_service=strings[self.root_service[r]],  # type: ignore[arg-type]
-                root_name=strings[self.root_name[r]],  # type: ignore[arg-type]
-                start_ns=int(self.start_ns[r]),
-                e2e_ns=int(self.e2e_ns[r]),
-                groups=groups[r],
-                hops=hops[r],
-                ttft_ns=None if ttft == _NONE else ttft,
-                ttft_groups=None if ttft == _NONE else ttft_groups[r],
-                model_ttft_ns=_opt(int(self.model_ttft_ns[r])),
-                input_tokens=_opt(int(self.input_tokens[r])),
-                output_tokens=_opt(int(self.output_tokens[r])),
-                model=strings[self.model[r]],
-                span_count=int(self.span_count[r]),
-                cached_tokens=_opt(int(cached[r])) if full else None,
-                coordinator_ttft_ns=_opt(int(coordinator[r])) if full else None,
-            )
+        n, strings = len(self), self.strings
+        names: dict[str, list] = {"group": self.group_names, "hop": self.hop_names}
+        fields: dict[str, list] = {}
+        for c in ROW:
+            if c.source == "row":
+                continue
+            value = getattr(self, c.name)
+            if c.layout == "sparse":
+                fields[c.field] = _rows(value.flat(), names[c.keys], n)
+            elif value.size != n:  # (not kept by whoever made these columns)
+                fields[c.field] = [None] * n
+            elif c.strings:
+                fields[c.field] = [strings[i] for i in value.tolist()]
+            elif c.default == NONE:
+                fields[c.field] = [None if v == NONE else v for v in value.tolist()]
+            else:
+                fields[c.field] = value.tolist()
+        for c in ROW:
+            if c.requires:  # None with the value it goes with
+                fields[c.requires] = [
+                    None if v is None else g
+                    for v, g in zip(fields[c.field], fields[c.requires], strict=True)
+                ]
+        keys = list(fields)
+        for trace_id, values in zip(self.ids, zip(*fields.values(), strict=True), strict=True):
+            yield TraceBreakdown(trace_id=str(trace_id), **dict(zip(keys, values, strict=True)))
 
 
 def _kept(column: np.ndarray | None, keep: np.ndarray, usual: object) -> np.ndarray | None:
@@ -257,65 +245,56 @@ def _rows(flat: tuple[np.ndarray, np.ndarray, np.ndarray], names: list, n: int) 
     return out
 
 
-def _npd(col: array) -> np.ndarray:
-    return np.frombuffer(col, np.float64) if len(col) else np.zeros(0, np.float64)
+_DTYPES = {"q": np.int64, "i": np.int32, "d": np.float64, "b": np.int8, "B": np.uint8}
 
 
-def _opt(value: int) -> int | None:
-    return None if value == _NONE else value
+def empty(c: Column) -> array | bytearray:
+    """An empty store for column ``c``."""
+    return bytearray() if c.code == "B" else array(c.code)
+
+
+def view(c: Column, column: array | bytearray) -> np.ndarray:
+    """The values of column ``c``'s store as numpy (no copy)."""
+    dtype = _DTYPES[c.code]
+    return np.frombuffer(column, dtype) if len(column) else np.zeros(0, dtype)
 
 
 def _np(col: array) -> np.ndarray:
     return np.frombuffer(col, np.int64) if len(col) else np.zeros(0, np.int64)
 
 
-def _np32(col: array) -> np.ndarray:
-    return np.frombuffer(col, np.int32) if len(col) else np.zeros(0, np.int32)
-
-
-def _move(table: object, other: object, name: str) -> None:
-    """Append ``other``'s column ``name`` to ``table``'s and free it there, so that a
+def _move(table: object, other: object, c: Column) -> None:
+    """Append ``other``'s column ``c`` to ``table``'s and free it there, so that a
     merge holds one column twice at most."""
-    column = getattr(other, name)
-    getattr(table, name).extend(column)
-    setattr(other, name, bytearray() if type(column) is bytearray else array(column.typecode))
+    getattr(table, c.attr).extend(getattr(other, c.attr))
+    setattr(other, c.attr, empty(c))
 
 
-#: Columns most rows leave at their default (no cached tokens, no P/D coordinator, no
-#: --split-by value, full data): kept empty until a row differs, then filled with the
-#: default up to that row (``_put``), which saves about 30 bytes a trace.
-_DEFAULTS: dict[str, int | float] = {
-    "_cached": _NONE,
-    "_coordinator_ttft": _NONE,
-    "_split": _NONE,
-    "_weight": 1.0,
-    "_unknown": 0,
-}
-
-
-def _fill(table: object, name: str, rows: int) -> array | bytearray:
-    """``table``'s column ``name``, filled with its default up to ``rows`` if empty."""
-    column = getattr(table, name)
+def _fill(table: object, c: Column, rows: int) -> array | bytearray:
+    """``table``'s store of the lazy column ``c``, filled with its default up to
+    ``rows`` if empty."""
+    column = getattr(table, c.attr)
     if not len(column) and rows:
         if type(column) is bytearray:
-            column.extend(bytes(rows))
+            column.extend(bytes([int(c.default or 0)]) * rows)
         else:
-            column.extend(array(column.typecode, [_DEFAULTS[name]]) * rows)
+            column.extend(array(c.code, [c.default]) * rows)  # type: ignore[type-var]
     return column
 
 
-def _put(table: object, row: int, name: str, values: list) -> None:
-    """Append ``values`` (rows ``row`` on) to the column ``name`` of :data:`_DEFAULTS`:
-    nothing while it is empty and they are all the default."""
-    column = getattr(table, name)
-    if len(column) or values.count(_DEFAULTS[name]) != len(values):
-        _fill(table, name, row).extend(values)
+def _put(table: object, row: int, c: Column, values: list) -> None:
+    """Append ``values`` (rows ``row`` on) to the lazy column ``c``: nothing while it
+    is empty and they are all the default (which saves about 30 bytes a trace for
+    the columns most rows leave at it)."""
+    column = getattr(table, c.attr)
+    if len(column) or values.count(c.default) != len(values):
+        _fill(table, c, row).extend(values)
 
 
-def _move_lazy(table: object, other: object, name: str, base: int, rows: int) -> None:
-    """:func:`_move` for a column of :data:`_DEFAULTS` (``base`` and ``rows``: the two
-    tables' row counts): still empty when both are."""
-    if len(getattr(table, name)) or len(getattr(other, name)):
-        _fill(table, name, base)
-        _fill(other, name, rows)
-        _move(table, other, name)
+def _move_lazy(table: object, other: object, c: Column, base: int, rows: int) -> None:
+    """:func:`_move` for a lazy column (``base`` and ``rows``: the two tables' row
+    counts): still empty when both are."""
+    if len(getattr(table, c.attr)) or len(getattr(other, c.attr)):
+        _fill(table, c, base)
+        _fill(other, c, rows)
+        _move(table, other, c)

@@ -1,12 +1,13 @@
 """Per-trace results, kept compactly: what the aggregates need, in flat arrays.
 
-A :class:`TraceTable` holds one row per attributed trace: its id, start, end-to-end
-time and span count in typed arrays, and its group, TTFT-group and hop times as
-sparse rows (:mod:`tracer.analysis.table._sparse`: the index of the row's set of names, and
-its values), about 250 bytes a trace for the seven stages instead of a few kilobytes
-of objects. The columns most rows leave at their default stay empty until a row
-differs (:data:`~tracer.analysis.table._columns._DEFAULTS`). Tables
-of separate ranges, files or worker processes are joined with :meth:`merge`.
+A :class:`TraceTable` holds one row per attributed trace, a store per column that
+:mod:`tracer.analysis.table.schema` declares: its id, start, end-to-end time and span count
+in typed arrays, and its group, TTFT-group and hop times as sparse rows
+(:mod:`tracer.analysis.table._sparse`: the index of the row's set of names, and its values),
+about 250 bytes a trace for the seven stages instead of a few kilobytes of objects.
+The columns most rows leave at their default (the schema's ``lazy`` ones) stay empty
+until a row differs. Tables of separate ranges, files or worker processes are joined
+with :meth:`merge`.
 
 A trace whose spans were cut into two parts (a range boundary, or a part that
 straggled in past the streaming window) gets a row for each part; :meth:`repeated`
@@ -27,8 +28,9 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Mapping
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,7 +38,6 @@ from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.analysis.table._columns import (
     _NONE,
     Columns,
-    Flat,
     Projected,
     ProjectedColumns,
     _fill,
@@ -44,54 +45,62 @@ from tracer.analysis.table._columns import (
     _move_lazy,
     _Names,
     _np,
-    _np32,
-    _npd,
     _Projections,
     _put,
     _Sparse,
+    empty,
+    view,
 )
 from tracer.analysis.table._ids import WIDTH, IdStore, TraceIds, pack
 from tracer.analysis.table._reorder import sorted_entries
+from tracer.analysis.table.schema import PROJECTED, ROW, Column
 from tracer.spans.model import Warnings
 
 __all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]
 
+#: The columns of one value a row, and the sparse ones.
+_FLAT = tuple(c for c in ROW if c.layout != "sparse")
+_SPARSE = tuple(c for c in ROW if c.layout == "sparse")
+#: What :meth:`TraceTable.add` reads: the breakdown's fields, then its own arguments.
+_FROM_BREAKDOWN = tuple(c for c in _FLAT if c.source != "row")
+_READ = attrgetter(*(c.field for c in _FROM_BREAKDOWN))
+_ROW_ARGUMENTS = ("split", "seq", "last_end", "weight", "weight_unknown")
+_ADDED = _FROM_BREAKDOWN + tuple(c for c in _FLAT if c.source == "row")
+if tuple(c.name for c in _ADDED[len(_FROM_BREAKDOWN) :]) != _ROW_ARGUMENTS:
+    raise AssertionError("the schema's row columns are not the arguments TraceTable.add passes")
+_STRINGS = tuple(c for c in _FLAT if c.strings)
+
 
 class TraceTable:
-    """Per-trace breakdowns in flat arrays; see the module docstring."""
+    """Per-trace breakdowns in flat arrays, a store per column of
+    :data:`~tracer.analysis.table.schema.ROW` (the attribute ``_`` + its name); see the
+    module docstring."""
+
+    # (the columns the table's own methods read by name)
+    _start_ns: array
+    _seq: array
+    _last_end: array
+    _split: array
 
     def __init__(self) -> None:
         self._ids = IdStore()
-        self._start = array("q")
-        self._e2e = array("q")
-        self._spans = array("i")
-        self._ttft = array("q")
-        self._model_ttft = array("q")
-        self._tin = array("q")
-        self._tout = array("q")
-        # _cached, _coordinator_ttft, _split, _weight, _unknown: empty while every row
-        # has the default (_columns._DEFAULTS)
-        self._cached = array("q")
-        self._coordinator_ttft = array("q")
-        self._model = array("i")
-        self._root = array("i")  # root service, root name: indexes into _strings
-        self._split = array("i")  # the --split-by value: an index into _strings, or -1
-        self._seq = array("q")
-        self._last_end = array("q")
-        self._weight = array("d")
-        self._unknown = bytearray()  # 1: the trace's weight cannot be known
         self._strings = _Names()
         self._group_names = _Names()
         self._hop_names = _Names()
-        self._groups = _Sparse(self._group_names)
-        self._ttft_groups = _Sparse(self._group_names)
-        self._hops = _Sparse(self._hop_names)
+        for c in _FLAT:  # lazy ones stay empty while every row has the default
+            setattr(self, c.attr, empty(c))
+        for c in _SPARSE:
+            setattr(self, c.attr, _Sparse(self._names(c)))
         self._projected: _Projections | None = None
         # Per-trace warnings (rare: most traces have none), and the marks of traces that
         # left no row: row or mark number -> warnings.
         self._warnings: dict[int, Warnings] = {}
         self._marks: list[_Mark] = []
         self._dropped: set[int] = set()
+
+    def _names(self, c: Column) -> _Names:
+        """The interned names the keys of the sparse column ``c`` index."""
+        return self._group_names if c.keys == "group" else self._hop_names
 
     def __len__(self) -> int:
         return len(self._seq)  # (a column every row has, kept by columns(release=True))
@@ -114,27 +123,19 @@ class TraceTable:
         if issues is not None and issues.any:
             self._warnings[row] = issues
         self._ids.append(b.trace_id)
-        self._start.append(b.start_ns)
-        self._e2e.append(b.e2e_ns)
-        self._spans.append(b.span_count)
-        self._ttft.append(_NONE if b.ttft_ns is None or b.ttft_groups is None else b.ttft_ns)
-        self._model_ttft.append(_NONE if b.model_ttft_ns is None else b.model_ttft_ns)
-        self._tin.append(_NONE if b.input_tokens is None else b.input_tokens)
-        self._tout.append(_NONE if b.output_tokens is None else b.output_tokens)
-        c = b.coordinator_ttft_ns
-        _put(self, row, "_cached", [_NONE if b.cached_tokens is None else b.cached_tokens])
-        _put(self, row, "_coordinator_ttft", [_NONE if c is None else c])
-        self._model.append(self._strings.of(b.model))
-        self._root.append(self._strings.of(b.root_service))
-        self._root.append(self._strings.of(b.root_name))
-        _put(self, row, "_split", [_NONE if split is None else self._strings.of(split)])
-        _put(self, row, "_weight", [weight[0]])
-        _put(self, row, "_unknown", [not weight[1]])
-        self._seq.append(seq)
-        self._last_end.append(last_end)
-        self._groups.add(b.groups)
-        self._ttft_groups.add(b.ttft_groups)
-        self._hops.add(b.hops)
+        of = self._strings.of
+        values = (*_READ(b), split, seq, last_end, weight[0], not weight[1])
+        for c, v in zip(_ADDED, values, strict=True):
+            if v is None or (c.requires and getattr(b, c.requires) is None):
+                v = of(None) if c.default is None else c.default
+            elif c.strings:
+                v = of(v)
+            if c.layout == "dense":
+                getattr(self, c.attr).append(v)
+            else:
+                _put(self, row, c, [v])
+        for c in _SPARSE:
+            getattr(self, c.attr).add(getattr(b, c.field))
         if projected is not None:
             if self._projected is None:
                 self._projected = _Projections(self._group_names)
@@ -143,71 +144,50 @@ class TraceTable:
     def add_rows(
         self,
         ids: list[str],
-        seqs: list[int],
-        last_ends: list[int],
-        splits: list[str | None],
-        tokens: list[tuple[int | None, int | None, str | None, int | None]],
-        *,
-        start: np.ndarray,
-        e2e: np.ndarray,
-        span_count: int,
-        ttft: np.ndarray,
-        model_ttft: np.ndarray,
-        root: tuple[str, str],
-        groups: tuple[list[str], np.ndarray],
-        ttft_groups: np.ndarray | None,
-        hops: tuple[list[tuple[str, str]], np.ndarray],
+        columns: Mapping[str, Any],
         projected: list[Projected] | None = None,
-        weights: list[tuple[float, bool]] | None = None,
-        coordinator_ttft: list[int | None] | None = None,
     ) -> None:
         """Add a batch of rows at once, as :meth:`add` would one by one (traces of one
-        shape, :mod:`tracer.analysis.attribution.batches`): int64 columns with -1 for None;
-        ``groups`` and ``hops`` are (names, (rows, names) sums), a name kept for a row
-        when its sum is positive (as the walks keep only spans with time);
-        ``ttft_groups`` the same sums by group where ``ttft`` is set; ``projected``
-        each row's what-if projection (for every row of the table or for none);
-        ``weights`` each row's (weight, known), as :meth:`add` takes it (None: full
-        data, weight 1); ``coordinator_ttft`` each row's P/D coordinator's own time to
-        first token (None: no row has one)."""
-        if (projected is None) != (self._projected is None) and len(self._e2e):
+        shape, :mod:`tracer.analysis.attribution.batches`). ``columns`` holds each
+        column of :data:`~tracer.analysis.table.schema.ROW` by name: a numpy array (None
+        already its default), a list of values (None for None), or one value for
+        every row; a column left out is its default in every row. A sparse column is
+        (names, (rows, names) sums, the rows that have entries or None), a name kept
+        for a row when its sum is positive (as the walks keep only spans with time).
+        ``projected`` is each row's what-if projection (for every row of the table or
+        for none)."""
+        if (projected is None) != (self._projected is None) and len(self._seq):
             raise ValueError("give a what-if projection for every row or for none")
         n, row = len(ids), len(self._seq)
         self._ids.extend(ids)
-        for column, values in (
-            (self._start, start),
-            (self._e2e, e2e),
-            (self._ttft, ttft),
-            (self._model_ttft, model_ttft),
-        ):
-            column.frombytes(values.astype(np.int64).tobytes())
-        self._spans.extend([span_count] * n)
         of = self._strings.of
-        self._tin.extend([_NONE if t[0] is None else t[0] for t in tokens])
-        self._tout.extend([_NONE if t[1] is None else t[1] for t in tokens])
-        _put(self, row, "_cached", [_NONE if t[3] is None else t[3] for t in tokens])
-        if coordinator_ttft is not None:
-            coordinator = [_NONE if c is None else c for c in coordinator_ttft]
-            _put(self, row, "_coordinator_ttft", coordinator)
-        models = [t[2] for t in tokens]
-        known = {m: of(m) for m in dict.fromkeys(models)}  # in order of first use
-        self._model.extend(map(known.__getitem__, models))
-        pair = [of(root[0]), of(root[1])]
-        self._root.extend(pair * n)
-        known = {v: (_NONE if v is None else of(v)) for v in dict.fromkeys(splits)}
-        _put(self, row, "_split", list(map(known.__getitem__, splits)))
-        if weights is not None:
-            _put(self, row, "_weight", [w for w, _ in weights])
-            _put(self, row, "_unknown", [not known for _, known in weights])
-        self._seq.extend(seqs)
-        self._last_end.extend(last_ends)
-        names, sums = groups
-        self._groups.add_many(names, sums, None)
-        if ttft_groups is None:
-            self._ttft_groups.add_many(names, np.zeros_like(sums), None)
-        else:
-            self._ttft_groups.add_many(names, ttft_groups, ttft >= 0)
-        self._hops.add_many(*hops, None)
+        for c in _FLAT:
+            value = columns.get(c.name)
+            column = getattr(self, c.attr)
+            if isinstance(value, np.ndarray):
+                if c.layout == "dense":
+                    column.frombytes(value.astype(view(c, column).dtype).tobytes())
+                    continue
+                value = value.tolist()
+            elif value is None:
+                value = [c.default] * n if c.default is not None else [None] * n
+            elif not isinstance(value, list):
+                value = [value] * n
+            if c.strings:
+                known = {  # interned in order of first use
+                    v: c.default if v is None and c.default is not None else of(v)
+                    for v in dict.fromkeys(value)
+                }
+                value = list(map(known.__getitem__, value))
+            elif None in value:
+                value = [c.default if v is None else v for v in value]
+            if c.layout == "dense":
+                column.extend(value)
+            else:
+                _put(self, row, c, value)
+        for c in _SPARSE:
+            names, sums, rows = columns.get(c.name) or ([], np.zeros((n, 0), np.int64), None)
+            getattr(self, c.attr).add_many(names, sums, rows)
         if projected is not None:
             if self._projected is None:
                 self._projected = _Projections(self._group_names)
@@ -236,45 +216,41 @@ class TraceTable:
             other.__init__()  # type: ignore[misc]
             return
         base, rows = len(self), len(other)
-        for name in ("_cached", "_coordinator_ttft", "_weight", "_unknown"):
-            _move_lazy(self, other, name, base, rows)
         for r, w in other._warnings.items():
             self._warnings[base + r] = w
         self._dropped.update(base + r for r in other._dropped)
         self._ids.merge(other._ids)
-        for name in (
-            "_start",
-            "_e2e",
-            "_spans",
-            "_ttft",
-            "_model_ttft",
-            "_tin",
-            "_tout",
-            "_seq",
-            "_last_end",
-        ):
-            _move(self, other, name)
+        for c in _FLAT:
+            if c.strings:
+                continue
+            if c.layout == "lazy":
+                _move_lazy(self, other, c, base, rows)
+            else:
+                _move(self, other, c)
         strings = np.array(
             [self._strings.of(s) for s in other._strings.names] + [_NONE], np.int32
-        )  # the last one maps -1 (no split value) to itself
-        if len(other._split) or len(self._split):
-            _fill(self, "_split", base)
-            _fill(other, "_split", rows)
-        for name in ("_model", "_root", "_split"):
-            if len(getattr(other, name)):
-                col = np.frombuffer(getattr(other, name), np.int32)
-                getattr(self, name).frombytes(strings[col].astype(np.int32).tobytes())
-        groups = np.array(
-            [self._group_names.of(g) for g in other._group_names.names] or [0], np.int32
-        )
-        hops = np.array([self._hop_names.of(h) for h in other._hop_names.names] or [0], np.int32)
-        self._groups.extend(other._groups, groups)
-        self._ttft_groups.extend(other._ttft_groups, groups)
-        self._hops.extend(other._hops, hops)
+        )  # the last one maps -1 (no value) to itself
+        for c in _STRINGS:
+            if c.layout == "lazy" and (len(getattr(other, c.attr)) or len(getattr(self, c.attr))):
+                _fill(self, c, base)
+                _fill(other, c, rows)
+            theirs = getattr(other, c.attr)
+            if len(theirs):
+                getattr(self, c.attr).frombytes(strings[view(c, theirs)].astype(np.int32).tobytes())
+        remap = {
+            "group": np.array(
+                [self._group_names.of(g) for g in other._group_names.names] or [0], np.int32
+            ),
+            "hop": np.array(
+                [self._hop_names.of(h) for h in other._hop_names.names] or [0], np.int32
+            ),
+        }
+        for c in _SPARSE:
+            getattr(self, c.attr).extend(getattr(other, c.attr), remap[c.keys])
         if other._projected is not None:
             if self._projected is None:
                 self._projected = _Projections(self._group_names)
-            self._projected.extend(other._projected, groups)
+            self._projected.extend(other._projected, remap["group"])
         self._marks.extend(other._marks)
         other.__init__()  # type: ignore[misc]
 
@@ -364,7 +340,7 @@ class TraceTable:
         the rows are held about once, not twice; what stays (``seq``, the split values,
         marks and warnings) is what ``len``, :meth:`tally` and :meth:`unrooted` read."""
         n = len(self)
-        start = _np(self._start)
+        start = _np(self._start_ns)
         keep = np.ones(n, bool)
         if self._dropped:
             keep[list(self._dropped)] = False
@@ -380,75 +356,57 @@ class TraceTable:
         order = order[keep[order]]
         del start, keep
 
-        def take(name: str, view: Callable[[array], np.ndarray] = _np) -> np.ndarray:
-            column = getattr(self, name)
-            out = view(column)[order]
-            if release:
-                setattr(self, name, array(column.typecode))
-            return out
-
-        def sparse(name: str, owner: object | None = None) -> Flat:
-            return sorted_entries(self if owner is None else owner, name, order, release).flat()
-
         ids = self._ids.column(order)
         if release:
             self._ids = IdStore()
-        split = _np32(self._split)[order] if len(self._split) else None
-        weight = take("_weight", _npd) if len(self._weight) else None
-        unknown = (
-            np.frombuffer(bytes(self._unknown), np.uint8)[order].astype(bool)
-            if len(self._unknown)
-            else None
-        )
-        if release:
-            self._unknown = bytearray()
-        root = take("_root", lambda c: _np32(c).reshape(-1, 2))
+        found: dict[str, Any] = {}
+        for c in ROW:
+            if c.layout == "sparse":
+                found[c.name] = sorted_entries(self, c.attr, order, release)
+                continue
+            column = getattr(self, c.attr)
+            if c.layout == "lazy" and not len(column):  # every row has the default
+                dtype = view(c, column).dtype
+                found[c.name] = (
+                    np.full(order.size, c.default, dtype) if c.absent == "full" else None
+                )
+                continue
+            values = _sorted(c, column, order)
+            if release and not c.kept:
+                setattr(self, c.attr, empty(c))
+            if c.absent == "any" and not (values != c.default).any():
+                found[c.name] = None
+            elif c.absent == "all" and not (values.size and (values != c.default).all()):
+                found[c.name] = None
+            else:
+                found[c.name] = values
         p = self._projected
-        projected = (
-            None
-            if p is None or len(p.after) != n
-            else ProjectedColumns(
-                after_ns=_npd(p.after)[order],
-                ttft_before_ns=_np(p.ttft_before)[order],
-                ttft_after_ns=_npd(p.ttft_after)[order],
-                has_stage=np.frombuffer(p.has_stage, np.int8)[order].astype(bool),
-                before_groups=sparse("before_groups", p),
-                after_groups=sparse("after_groups", p),
-            )
-        )
+        projected = None
+        if p is not None and len(p) == n:
+            sorted_p: dict[str, Any] = {
+                c.name: sorted_entries(p, c.name, order, release).flat()
+                if c.layout == "sparse"
+                else _sorted(c, getattr(p, c.name), order)
+                for c in PROJECTED
+            }
+            projected = ProjectedColumns(**sorted_p)
         if release:
             self._projected = None
         return Columns(
             ids=ids,
-            start_ns=take("_start"),
-            e2e_ns=take("_e2e"),
-            span_count=take("_spans", lambda c: _np32(c).astype(np.int64)),
-            ttft_ns=take("_ttft"),
-            model_ttft_ns=take("_model_ttft"),
-            input_tokens=take("_tin"),
-            output_tokens=take("_tout"),
-            cached_tokens=take("_cached") if len(self._cached) else np.full(order.size, _NONE),
-            coordinator_ttft_ns=(
-                take("_coordinator_ttft")
-                if len(self._coordinator_ttft)
-                else np.full(order.size, _NONE)
-            ),
-            model=take("_model", _np32),
-            root_service=root[:, 0].copy(),
-            root_name=root[:, 1].copy(),
             strings=list(self._strings.names),
-            group_entries=sorted_entries(self, "_groups", order, release),
             group_names=list(self._group_names.names),
-            ttft_entries=sorted_entries(self, "_ttft_groups", order, release),
-            hop_entries=sorted_entries(self, "_hops", order, release),
             hop_names=list(self._hop_names.names),
-            seq=_np(self._seq)[order],
-            last_end=take("_last_end"),
-            split=split if split is not None and split.size and (split != _NONE).all() else None,
-            weight=weight if weight is not None and (weight != 1.0).any() else None,
-            weight_unknown=unknown if unknown is not None and unknown.any() else None,
             projected=projected,
+            **found,
         )
+
+
+def _sorted(c: Column, column: array | bytearray, order: np.ndarray) -> np.ndarray:
+    """The rows ``order`` lists of column ``c``'s store, in the dtype of its
+    :class:`Columns` field."""
+    values = view(c, column)[order]
+    return values.astype(c.dtype) if c.dtype else values
 
 
 class _Mark(NamedTuple):

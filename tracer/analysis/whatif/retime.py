@@ -148,9 +148,11 @@ class Projection:
         for i, u in critical_times(deps, new_start, new_end).items():
             key = group_key(trace, i, "stage")
             after[key] = after.get(key, 0.0) + u
+        ttft = _retimed_ttft(trace, factor)
         return Projected(
             after_ns=new_end[trace.root] - new_start[trace.root],
-            ttft=_retimed_ttft(trace, factor),
+            ttft_before_ns=None if ttft is None else ttft[0],
+            ttft_after_ns=None if ttft is None else ttft[1],
             has_stage=any(covers(stage, x) for x in trace.stage),
             before_groups=before,
             after_groups=after,
