@@ -170,7 +170,7 @@ def test_queued_traces_keep_their_spans_only_while_the_batch_may_give_them_back(
     batcher = attribute._batcher
     assert batcher is not None
     (shape,) = [s for s in batcher._shapes.values()]
-    assert shape.spans == [None, skewed]  # the first trace taught the shape
+    assert shape.queue["spans"] == [None, skewed]  # the first trace taught the shape
     rows = attribute.table
     scalar = Attributor(group_by="stage", stage_map=None, batched=False)
     for seq, spans in enumerate([traces[0], traces[1], skewed]):
