@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from tracer.analysis.table._memory import gc_paused, trim_freed_memory
 from tracer.analysis.table._table import _NONE, Columns, Projected, TraceTable
 from tracer.analysis.table.cache import CacheStats, cache_stats
 from tracer.analysis.table.figures import GroupStats, HopStats, Sample, Stats, TokenStats
+from tracer.analysis.table.schema import SUMMARIES
 from tracer.spans.model import Warnings
 
 __all__ = [
@@ -269,13 +271,18 @@ def aggregate_columns(
         hops.append(HopStats(src, dst, st.n, st.mean, st.p50, st.p90, hop_iv))
     hops.sort(key=lambda h: -h.mean_ms)
     del tail
+    # Each summarised column's figures over the rows that have it (every row has an
+    # end-to-end time, already in ms above).
+    summaries: dict[str, Any] = {
+        c.summary: _stats_where_set(getattr(cols, c.name), sketched, w, c.scale)
+        for c in SUMMARIES
+        if c.name != "e2e_ns"
+    }
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
         group_by=group_by,
         e2e=stats(e2e, sketched, w),
-        ttft=_stats_where_set(cols.ttft_ns, sketched, w),
-        model_ttft=_stats_where_set(cols.model_ttft_ns, sketched, w),
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=_tokens(cols, w),
@@ -287,8 +294,8 @@ def aggregate_columns(
         split_parts=split_parts,
         sketched=sketched,
         cache=cache_stats(cols),
-        coordinator_ttft=_stats_where_set(cols.coordinator_ttft_ns, sketched, w),
         sample=sample,
+        **summaries,
     )
 
 
@@ -302,12 +309,15 @@ def _group_column(ends: np.ndarray, keys: np.ndarray, values: np.ndarray, k: int
     return column
 
 
-def _stats_where_set(column_ns: np.ndarray, sketched: bool, w: np.ndarray | None) -> Stats | None:
-    """:func:`stats` in ms of the rows where ``column_ns`` is set; None when none is."""
-    mine = column_ns != _NONE
+def _stats_where_set(
+    column: np.ndarray, sketched: bool, w: np.ndarray | None, scale: float = NS_PER_MS
+) -> Stats | None:
+    """:func:`stats` of the rows where ``column`` is set, in its units over ``scale``
+    (ns to ms); None when no row is."""
+    mine = column != _NONE
     if not mine.any():
         return None
-    return stats(column_ns[mine] / NS_PER_MS, sketched, None if w is None else w[mine])
+    return stats(column[mine] / scale, sketched, None if w is None else w[mine])
 
 
 def _tokens(cols: Columns, w: np.ndarray | None) -> TokenStats | None:

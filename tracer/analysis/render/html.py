@@ -29,8 +29,8 @@ from tracer.analysis.render.sections import (
     Section,
     analysis_sections,
     comparison_sections,
+    fmt_in,
     fmt_ms,
-    fmt_ms_in,
     groups_section,
     hops_section,
     row_name,
@@ -49,6 +49,7 @@ from tracer.analysis.render.svg import (
     waterfall_svg,
 )
 from tracer.analysis.split import Split
+from tracer.analysis.table.schema import SUMMARIES, Column
 from tracer.analysis.whatif.retime import WhatIf
 from tracer.analysis.whatif.waterfall import Waterfall
 
@@ -193,28 +194,29 @@ def _split_card(split: Split[Analysis]) -> str:
     )
 
 
-def _stats_row(label: str, s: Stats) -> str:
+def _stats_row(c: Column, s: Stats) -> str:
+    """A summarised column's row of the totals: its label, n, mean and percentiles."""
     cells = "".join(
-        f"<td>{escape(fmt_ms_in(getattr(s, k), s.intervals, k))}</td>"
+        f"<td>{escape(fmt_in(c.fmt, getattr(s, k), s.intervals, k))}</td>"
         for k in ("mean", "p50", "p90", "p99")
     )
-    return f"<tr><td>{escape(label)}</td><td>{s.n}</td>{cells}</tr>"
+    return f"<tr><td>{escape(c.short)}</td><td>{s.n}</td>{cells}</tr>"
 
 
 def _percentile_card(a: Analysis, prices: Prices) -> str:
-    totals = [_stats_row("end-to-end", a.e2e)]
-    if a.ttft is not None:
-        totals.append(_stats_row("time to first token (client)", a.ttft))
-    if a.model_ttft is not None:
-        totals.append(_stats_row("time to first token (model server)", a.model_ttft))
+    # The summarised columns the page shows, in the unit of the end-to-end time.
+    unit = SUMMARIES[0].unit
+    shown = [(c, getattr(a, c.summary)) for c in SUMMARIES if c.short and c.unit == unit]
+    totals = [_stats_row(c, s) for c, s in shown if s is not None]
     hops = hops_section(a)
     sampled = sample_note(a)
     return (
         '<section class="card" id="percentiles"><h2>Percentiles</h2>'
         + ("" if sampled is None else _notes([sampled]))
         + _table(groups_section(a), "groups", swatches=True)
-        + '<br><table id="totals"><tr><th></th><th>n</th><th>mean ms</th>'
-        "<th>P50 ms</th><th>P90 ms</th><th>P99 ms</th></tr>"
+        + '<br><table id="totals"><tr><th></th><th>n</th>'
+        + "".join(f"<th>{k} {unit}</th>" for k in ("mean", "P50", "P90", "P99"))
+        + "</tr>"
         + "".join(totals)
         + "</table>"
         + ("" if hops is None else "<h2>Network hops</h2>" + _table(hops, "hops"))

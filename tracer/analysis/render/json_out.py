@@ -12,6 +12,7 @@ from tracer.analysis.checks.compare import Comparison
 from tracer.analysis.checks.cost import cost_per_request
 from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
 from tracer.analysis.table.figures import Sample
+from tracer.analysis.table.schema import SUMMARIES
 from tracer.analysis.whatif.loadmodel import LoadWhatIf
 from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
@@ -79,9 +80,8 @@ def analysis_dict(
         "traces": a.traces,
         "spans": a.spans,
         "group_by": a.group_by,
-        "e2e_ms": stats_dict(a.e2e),
-        "ttft_ms": stats_dict(a.ttft),
-        "model_ttft_ms": stats_dict(a.model_ttft),
+        # the columns always reported (null when no trace has one), then the others
+        **{c.key: stats_dict(getattr(a, c.summary)) for c in SUMMARIES if c.always},
         "groups": [
             {
                 "name": g.name,
@@ -161,8 +161,9 @@ def analysis_dict(
                 for b in c.buckets
             ],
         }
-    if a.coordinator_ttft is not None:
-        out["coordinator_ttft_ms"] = stats_dict(a.coordinator_ttft)
+    for column in SUMMARIES:
+        if not column.always and getattr(a, column.summary) is not None:
+            out[column.key] = stats_dict(getattr(a, column.summary))
     return out
 
 

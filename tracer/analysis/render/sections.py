@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tracer.analysis.aggregate import Analysis, Stats
@@ -10,6 +11,7 @@ from tracer.analysis.checks.cost import Prices, cost_per_request
 from tracer.analysis.model.substages import covers, nested, parent_of
 from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
 from tracer.analysis.table.cache import CacheStats
+from tracer.analysis.table.schema import SUMMARIES, Column
 from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "cache_section",
     "comparison_sections",
     "fmt_ms",
+    "fmt_in",
     "fmt_ms_in",
     "fmt_pct",
     "fmt_pct_in",
@@ -60,6 +63,10 @@ def fmt_ratio(v: float) -> str:
 def fmt_tokens(v: float) -> str:
     """A token count: whole when it is one (66), else to one decimal (66.5)."""
     return f"{v:,.0f}" if abs(v - round(v)) < 0.05 else f"{v:,.1f}"
+
+
+#: The number formats a column's :attr:`~tracer.analysis.table.schema.Column.fmt` names.
+FORMATS: dict[str, Callable[[float], str]] = {"ms": fmt_ms, "tokens": fmt_tokens}
 
 
 #: Marks a sub-stage's row, shown under its parent's.
@@ -128,9 +135,7 @@ def fmt_pct(v: float | None) -> str:
 
 def fmt_ms_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
     """Milliseconds, with their interval in parentheses when there is one."""
-    if iv is None or key not in iv:
-        return fmt_ms(v)
-    return f"{fmt_ms(v)} ({fmt_ms(iv[key].low)}-{fmt_ms(iv[key].high)})"
+    return fmt_in("ms", v, iv, key)
 
 
 def fmt_pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str:
@@ -140,19 +145,29 @@ def fmt_pct_in(v: float | None, iv: dict[str, Interval] | None, key: str) -> str
     return f"{fmt_pct(v)} ({iv[key].low * 100:.1f}-{iv[key].high * 100:.1f})"
 
 
-def _stats_line(label: str, s: Stats) -> str:
-    iv = s.intervals
-    return (
-        f"{label}: P50 {fmt_ms_in(s.p50, iv, 'p50')} ms, P90 {fmt_ms_in(s.p90, iv, 'p90')} ms, "
-        f"P99 {fmt_ms_in(s.p99, iv, 'p99')} ms, mean {fmt_ms_in(s.mean, iv, 'mean')} ms (n={s.n})"
+def fmt_in(fmt: str, v: float, iv: dict[str, Interval] | None, key: str) -> str:
+    """A figure in the number format ``fmt`` of :data:`FORMATS` (a column's
+    :attr:`~tracer.analysis.table.schema.Column.fmt`), with its interval in parentheses when
+    there is one."""
+    f = FORMATS[fmt]
+    if iv is None or key not in iv:
+        return f(v)
+    return f"{f(v)} ({f(iv[key].low)}-{f(iv[key].high)})"
+
+
+def _stats_line(c: Column, s: Stats) -> str:
+    """A summarised column's percentiles and mean, labelled, in its unit and format."""
+    iv, u = s.intervals, c.unit
+    figures = ", ".join(
+        f"{name} {fmt_in(c.fmt, getattr(s, key), iv, key)} {u}"
+        for name, key in (("P50", "p50"), ("P90", "p90"), ("P99", "p99"), ("mean", "mean"))
     )
+    return f"{c.label}: {figures} (n={s.n})"
 
 
 def _tokens_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
     """Tokens per request, with their interval in parentheses when there is one."""
-    if iv is None or key not in iv:
-        return fmt_tokens(v)
-    return f"{fmt_tokens(v)} ({fmt_tokens(iv[key].low)}-{fmt_tokens(iv[key].high)})"
+    return fmt_in("tokens", v, iv, key)
 
 
 def sample_note(a: Analysis) -> str | None:
@@ -209,20 +224,15 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
     sampled = sample_note(a)
     if sampled is not None:
         head.notes.append(sampled)
-    head.notes.append(_stats_line("end-to-end", a.e2e))
-    if a.ttft is not None:
-        head.notes.append(_stats_line("time to first token, as the client sees it", a.ttft))
-    if a.coordinator_ttft is not None:
+    for c in SUMMARIES:
+        s = getattr(a, c.summary)
+        if s is not None and c.label:
+            head.notes.append(_stats_line(c, s))
+    if a.model_ttft is not None and a.ttft is not None:
         head.notes.append(
-            _stats_line("time to first token at the prefill/decode coordinator", a.coordinator_ttft)
+            f"the chain around the model adds {fmt_ms(a.ttft.p50 - a.model_ttft.p50)} ms to "
+            "the first token at P50"
         )
-    if a.model_ttft is not None:
-        head.notes.append(_stats_line("time to first token inside the model server", a.model_ttft))
-        if a.ttft is not None:
-            head.notes.append(
-                f"the chain around the model adds {fmt_ms(a.ttft.p50 - a.model_ttft.p50)} ms to "
-                "the first token at P50"
-            )
     if a.exemplars:
         head.notes.append(
             "exemplars: P50 trace "
