@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Mapping
-from operator import attrgetter
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -61,14 +60,41 @@ __all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]
 #: The columns of one value a row, and the sparse ones.
 _FLAT = tuple(c for c in ROW if c.layout != "sparse")
 _SPARSE = tuple(c for c in ROW if c.layout == "sparse")
-#: What :meth:`TraceTable.add` reads: the breakdown's fields, then its own arguments.
-_FROM_BREAKDOWN = tuple(c for c in _FLAT if c.source != "row")
-_READ = attrgetter(*(c.field for c in _FROM_BREAKDOWN))
-_ROW_ARGUMENTS = ("split", "seq", "last_end", "weight", "weight_unknown")
-_ADDED = _FROM_BREAKDOWN + tuple(c for c in _FLAT if c.source == "row")
-if tuple(c.name for c in _ADDED[len(_FROM_BREAKDOWN) :]) != _ROW_ARGUMENTS:
-    raise AssertionError("the schema's row columns are not the arguments TraceTable.add passes")
 _STRINGS = tuple(c for c in _FLAT if c.strings)
+#: The arguments of :meth:`TraceTable.add` the schema's ``row`` columns are.
+_ROW_ARGUMENTS = ("split", "seq", "last_end", "weight", "weight_unknown")
+
+
+def _compile_add() -> Callable[..., None]:
+    """The per-column work of :meth:`TraceTable.add`, written out from the schema once
+    (a line per column, as one would write it by hand) so that adding a row does not
+    loop over the schema: ``add_values(table, breakdown, row, *row arguments)``."""
+    if tuple(c.name for c in _FLAT if c.source == "row") != _ROW_ARGUMENTS:
+        raise AssertionError("the schema's row columns are not TraceTable.add's arguments")
+    lines = [
+        f"def add_values(self, b, row, {', '.join(_ROW_ARGUMENTS)}):",
+        "    of = self._strings.of",
+    ]
+    for k, c in enumerate(_FLAT):
+        none = f"v is None or b.{c.requires} is None" if c.requires else "v is None"
+        if c.strings and c.default is None:  # None is interned like a string
+            value = "of(v)"
+        else:
+            value = f"({c.default!r} if {none} else {'of(v)' if c.strings else 'v'})"
+        lines.append(f"    v = {c.name if c.source == 'row' else 'b.' + c.field}")
+        if c.layout == "dense":
+            lines.append(f"    self.{c.attr}.append({value})")
+        else:  # nothing stored while every row has the default
+            lines.append(f"    v = {value}")
+            lines.append(f"    if v != {c.default!r} or len(self.{c.attr}):")
+            lines.append(f"        _fill(self, _FLAT[{k}], row).append(v)")
+    lines += [f"    self.{c.attr}.add(b.{c.field})" for c in _SPARSE]
+    namespace: dict[str, Any] = {"_FLAT": _FLAT, "_fill": _fill}
+    exec("\n".join(lines), namespace)  # noqa: S102 (the schema's own text)
+    return namespace["add_values"]  # type: ignore[no-any-return]
+
+
+_add_values = _compile_add()
 
 
 class TraceTable:
@@ -123,19 +149,7 @@ class TraceTable:
         if issues is not None and issues.any:
             self._warnings[row] = issues
         self._ids.append(b.trace_id)
-        of = self._strings.of
-        values = (*_READ(b), split, seq, last_end, weight[0], not weight[1])
-        for c, v in zip(_ADDED, values, strict=True):
-            if v is None or (c.requires and getattr(b, c.requires) is None):
-                v = of(None) if c.default is None else c.default
-            elif c.strings:
-                v = of(v)
-            if c.layout == "dense":
-                getattr(self, c.attr).append(v)
-            else:
-                _put(self, row, c, [v])
-        for c in _SPARSE:
-            getattr(self, c.attr).add(getattr(b, c.field))
+        _add_values(self, b, row, split, seq, last_end, weight[0], not weight[1])
         if projected is not None:
             if self._projected is None:
                 self._projected = _Projections(self._group_names)
