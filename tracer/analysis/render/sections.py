@@ -165,11 +165,6 @@ def _stats_line(c: Column, s: Stats) -> str:
     return f"{c.label}: {figures} (n={s.n})"
 
 
-def _tokens_in(v: float, iv: dict[str, Interval] | None, key: str) -> str:
-    """Tokens per request, with their interval in parentheses when there is one."""
-    return fmt_in("tokens", v, iv, key)
-
-
 def sample_note(a: Analysis) -> str | None:
     """What a sample of the traffic stands for, in one sentence (None for full data)."""
     s = a.sample
@@ -292,8 +287,8 @@ def analysis_sections(
     if a.tokens is not None:
         tok = Section("Tokens")
         tok.notes.append(
-            f"{_tokens_in(a.tokens.input_mean, a.tokens.intervals, 'input_mean')} input and "
-            f"{_tokens_in(a.tokens.output_mean, a.tokens.intervals, 'output_mean')} "
+            f"{fmt_in('tokens', a.tokens.input_mean, a.tokens.intervals, 'input_mean')} input and "
+            f"{fmt_in('tokens', a.tokens.output_mean, a.tokens.intervals, 'output_mean')} "
             "output tokens per "
             f"request over {a.tokens.requests} requests"
             + (f" (models: {', '.join(a.tokens.models)})" if a.tokens.models else "")

@@ -23,6 +23,15 @@ A :class:`Column` says everything the code needs to know of one per-trace figure
 The table's adding, merging and sorting, the workers' transfer of it, the batches and
 the renderers' summary lines loop over :data:`ROW`; the what-if projection's columns
 are :data:`PROJECTED`, declared the same way.
+
+A new per-trace column is its line here, its field in
+:class:`~tracer.analysis.table._columns.Columns`, and its value: a
+:class:`~tracer.analysis.model.breakdown.TraceBreakdown` field that ``break_down`` sets, and
+the same value in the batches' ``add_rows`` columns
+(:mod:`tracer.analysis.attribution.batches`: one value for a whole shape, or one a
+trace queued with it). With a ``summary``, its
+:class:`~tracer.analysis.aggregate.Analysis` field; the analysis then reports it in
+the JSON, the text and (in milliseconds, with a ``short`` label) the HTML page.
 """
 
 from __future__ import annotations
