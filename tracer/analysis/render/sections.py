@@ -157,9 +157,9 @@ def fmt_in(fmt: str, v: float, iv: dict[str, Interval] | None, key: str) -> str:
 
 def _stats_line(c: Column, s: Stats) -> str:
     """A summarised column's percentiles and mean, labelled, in its unit and format."""
-    iv, u = s.intervals, c.unit
+    iv, u = s.intervals, f" {c.unit}" if c.unit else ""
     figures = ", ".join(
-        f"{name} {fmt_in(c.fmt, getattr(s, key), iv, key)} {u}"
+        f"{name} {fmt_in(c.fmt, getattr(s, key), iv, key)}{u}"
         for name, key in (("P50", "p50"), ("P90", "p90"), ("P99", "p99"), ("mean", "mean"))
     )
     return f"{c.label}: {figures} (n={s.n})"

@@ -105,8 +105,9 @@ class Column:
 
     @property
     def key(self) -> str:
-        """The JSON key of its figures over the traces (``e2e_ms``)."""
-        return f"{self.summary}_{self.unit}"
+        """The JSON key of its figures over the traces: the summary and the unit
+        (``e2e_ms``), or the summary alone for a column without a unit (a count)."""
+        return f"{self.summary}_{self.unit}" if self.unit else self.summary
 
 
 #: The columns of a trace's row, in the order the summaries are printed.
