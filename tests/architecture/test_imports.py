@@ -156,6 +156,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "leaves",
         (
             "tracer.attributes",
+            "tracer.engines",
             "tracer._errors",
             "tracer._compiled",
             "tracer._duration",

@@ -102,6 +102,9 @@ _BAD_FILES = {
     "a latency of 1e400": batch(
         [span("1" * 16), span("2" * 16, "1" * 16, [double(attrs.GEN_AI_LATENCY_DECODE, "1e400")])]
     ),
+    "an llm-d prefill of 1e300 ms": batch(
+        [span("1" * 16), span("2" * 16, "1" * 16, [double(attrs.LLMD_PREFILL_MS, 1e300)])]
+    ),
     "a token count of 1e400": batch(
         [span("1" * 16), span("2" * 16, "1" * 16, [double(attrs.GEN_AI_INPUT_TOKENS, "1e400")])]
     ),

@@ -2,14 +2,16 @@
 
 Times become 64-bit integers in the analysis' arrays and engine latencies become
 nanoseconds, so a value out of range would end every later look at the data in an
-``OverflowError``. These rules say which values are usable:
+``OverflowError``. The keys come from the registry of serving engines and naming schemes
+(:mod:`tracer.engines`). These rules say which values are usable:
 
 - times (start, end, first-token mark, Triton's phase events): Unix nanoseconds from
   1970-01-01 up to, not including, 2200-01-01 (:data:`TIME_LIMIT_NS`). The 62 years
   left before int64's end (2262) keep sums and differences of times inside 64 bits.
-- engine latencies in seconds (``gen_ai.latency.*``) and TGI's durations (``"3.9ms"``):
-  finite and at most :data:`MAX_SECONDS`. (``gen_ai.response.time_to_first_chunk`` is
-  read as a first-token mark only when it is under a day, so it needs no rule.)
+- engine latencies in seconds (``gen_ai.latency.*``), in milliseconds (llm-d's proxy)
+  and TGI's durations (``"3.9ms"``): finite and at most :data:`MAX_SECONDS`.
+  (``gen_ai.response.time_to_first_chunk`` is read as a first-token mark only when it
+  is under a day, so it needs no rule.)
 - token counts (``gen_ai.usage.*`` and their older names): a finite number of at most
   :data:`MAX_TOKENS` in size.
 
@@ -24,10 +26,11 @@ import math
 import re
 from typing import Any
 
-from tracer import attributes as attrs
+from tracer import engines
 from tracer.spans.model import Span, Warnings
 
 __all__ = [
+    "MAX_MILLISECONDS",
     "MAX_SECONDS",
     "MAX_TOKENS",
     "NUMBER_BOUNDS",
@@ -50,42 +53,31 @@ MAX_SECONDS = 1e9
 #: The largest token count of one span.
 MAX_TOKENS = 10**12
 
-_SECONDS_KEYS = (
-    attrs.GEN_AI_LATENCY_TTFT,
-    attrs.GEN_AI_LATENCY_QUEUE,
-    attrs.GEN_AI_LATENCY_PREFILL,
-    attrs.GEN_AI_LATENCY_DECODE,
-    attrs.GEN_AI_LATENCY_INFERENCE,
-    attrs.GEN_AI_LATENCY_E2E,
-)
-_TOKEN_KEYS = (
-    attrs.GEN_AI_INPUT_TOKENS,
-    attrs.GEN_AI_OUTPUT_TOKENS,
-    attrs.GEN_AI_PROMPT_TOKENS,
-    attrs.GEN_AI_COMPLETION_TOKENS,
-    attrs.OPENINFERENCE_PROMPT_TOKENS,
-    attrs.OPENINFERENCE_COMPLETION_TOKENS,
-    attrs.GEN_AI_CACHE_READ_TOKENS,
-    attrs.GEN_AI_CACHED_TOKENS,
-    attrs.OPENINFERENCE_CACHE_READ_TOKENS,
-)
-_DURATION_KEYS = (attrs.TGI_VALIDATION_TIME, attrs.TGI_QUEUE_TIME)
-_EVENT_KEYS = tuple(
-    attrs.EVENT_TIME_PREFIX + name
-    for name in (attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END)
-)
+#: The largest engine latency in milliseconds (:data:`MAX_SECONDS`).
+MAX_MILLISECONDS = MAX_SECONDS * 1000
+
+_SECONDS_KEYS = engines.SECONDS_KEYS
+_MILLISECONDS_KEYS = engines.MILLISECONDS_KEYS
+_TOKEN_KEYS = engines.TOKEN_COUNT_KEYS
+_DURATION_KEYS = engines.DURATION_KEYS
+_EVENT_KEYS = tuple(map(engines.event_key, sorted(engines.PHASE_EVENTS)))
 #: Every attribute key whose value the analysis turns into a number.
-NUMERIC_KEYS = frozenset(_SECONDS_KEYS + _TOKEN_KEYS + _DURATION_KEYS + _EVENT_KEYS)
+NUMERIC_KEYS = frozenset(
+    _SECONDS_KEYS + _MILLISECONDS_KEYS + _TOKEN_KEYS + _DURATION_KEYS + _EVENT_KEYS
+)
 _KIND = {
     **dict.fromkeys(_SECONDS_KEYS, "seconds"),
+    **dict.fromkeys(_MILLISECONDS_KEYS, "milliseconds"),
     **dict.fromkeys(_TOKEN_KEYS, "tokens"),
     **dict.fromkeys(_DURATION_KEYS, "duration"),
     **dict.fromkeys(_EVENT_KEYS, "time"),
 }
-#: For the keys of seconds and token counts: an int or float value within plus or minus
-#: this bound is one :func:`attribute_problem` accepts (a decoder's check without a call).
+#: For the keys of latencies and token counts: an int or float value within plus or
+#: minus this bound is one :func:`attribute_problem` accepts (a decoder's check without
+#: a call).
 NUMBER_BOUNDS: dict[str, float] = {
     **dict.fromkeys(_SECONDS_KEYS, MAX_SECONDS),
+    **dict.fromkeys(_MILLISECONDS_KEYS, MAX_MILLISECONDS),
     **dict.fromkeys(_TOKEN_KEYS, MAX_TOKENS),
 }
 _RUST_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|µs|μs|us|ms|s)\s*$")
@@ -161,9 +153,10 @@ def attribute_problem(key: str, value: Any) -> str | None:
     kind = _KIND.get(key)
     if kind is None or isinstance(value, bool):
         return None
-    if kind == "seconds":
-        if _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_SECONDS):
-            return f"{key} is not a finite number of seconds up to {MAX_SECONDS:.0e}"
+    if kind == "seconds" or kind == "milliseconds":
+        bound = MAX_SECONDS if kind == "seconds" else MAX_MILLISECONDS
+        if _is_number(value) and not (math.isfinite(value) and abs(value) <= bound):
+            return f"{key} is not a finite number of {kind} up to {bound:.0e}"
     elif kind == "tokens":
         if _is_number(value) and not (math.isfinite(value) and abs(value) <= MAX_TOKENS):
             return f"{key} is not a finite token count up to {MAX_TOKENS:.0e}"

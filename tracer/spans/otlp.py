@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tracer import attributes as attrs
+from tracer import engines
 from tracer.spans._details import merge_details
 from tracer.spans._numbers import TIME_LIMIT_NS
 from tracer.spans.model import Span, Warnings, kind_from_name
@@ -135,10 +136,8 @@ _MARK_EVENTS = frozenset(
 )
 #: Attributes in seconds from the span's start that mark the first token.
 _MARK_ATTRIBUTES = (attrs.GEN_AI_TIME_TO_FIRST_CHUNK, attrs.GEN_AI_LATENCY_TTFT)
-#: Events whose time is kept as an attribute (Triton's phases).
-_PHASE_EVENTS = frozenset(
-    {attrs.TRITON_QUEUE_START, attrs.TRITON_COMPUTE_START, attrs.TRITON_COMPUTE_END}
-)
+#: Events whose time is kept as an attribute (an engine's phases, Triton's).
+_PHASE_EVENTS = engines.PHASE_EVENTS
 #: Events whose attributes tell of their span (:mod:`tracer.spans.events`).
 _DETAIL_EVENTS = frozenset({attrs.GEN_AI_DETAILS_EVENT})
 _WANTED_EVENTS = _MARK_EVENTS | _PHASE_EVENTS | _DETAIL_EVENTS

@@ -22,6 +22,8 @@ retiming like spans; what is left of S is its own ``inference`` time.
 from __future__ import annotations
 
 from tracer import attributes as attrs
+from tracer import engines
+from tracer.engines import triton
 from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
@@ -33,26 +35,10 @@ __all__ = [
     "rust_duration_ns",
 ]
 
-#: Triton's queue and compute starts, as the attributes the loaders keep them in.
-_TRITON_QUEUE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_QUEUE_START
-_TRITON_COMPUTE_START = attrs.EVENT_TIME_PREFIX + attrs.TRITON_COMPUTE_START
 #: The attributes whose values :func:`engine_intervals` reads (the batches read them
-#: per trace, through it, rather than keying a shape on them).
-PHASE_KEYS = frozenset(
-    {
-        attrs.GEN_AI_LATENCY_TTFT,
-        attrs.GEN_AI_LATENCY_PREFILL,
-        attrs.GEN_AI_LATENCY_QUEUE,
-        attrs.GEN_AI_LATENCY_DECODE,
-        attrs.TGI_VALIDATION_TIME,
-        attrs.TGI_QUEUE_TIME,
-        _TRITON_QUEUE_START,
-        _TRITON_COMPUTE_START,
-        attrs.LLMD_PREFILL_MS,
-        attrs.LLMD_KV_TRANSFER_MS,
-        attrs.LLMD_DECODE_MS,
-    }
-)
+#: per trace, through it, rather than keying a shape on them): the engines' phase keys
+#: (:mod:`tracer.engines`).
+PHASE_KEYS = engines.PHASE_KEYS
 
 
 def _ms_ns(span: Span, key: str) -> int | None:
@@ -64,7 +50,7 @@ def _ms_ns(span: Span, key: str) -> int | None:
 
 #: The attributes whose values :func:`coordinator_ttft_ns` reads (the batches read them
 #: per trace, through it).
-COORDINATOR_KEYS = frozenset({attrs.LLMD_TRUE_TTFT_MS})
+COORDINATOR_KEYS = engines.COORDINATOR_KEYS
 
 
 def coordinator_ttft_ns(span: Span) -> int | None:
@@ -106,8 +92,8 @@ def engine_intervals(
     if waited is not None:
         begin = start_ns + (validation or 0)
         raw.append((attrs.INFERENCE_QUEUE, begin, begin + waited))
-    queued = get(_TRITON_QUEUE_START)
-    computing = get(_TRITON_COMPUTE_START)
+    queued = get(triton.QUEUE_START)
+    computing = get(triton.COMPUTE_START)
     if type(computing) is int and 0 <= computing < TIME_LIMIT_NS:
         compute_start_ns = computing + shift
     if type(queued) is int and 0 <= queued < TIME_LIMIT_NS and compute_start_ns is not None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from tracer import attributes as attrs
+from tracer import engines
 from tracer.analysis.conventions.phases import coordinator_ttft_ns
 from tracer.analysis.model.critical_path import marks, trace_times, ttft_view
 from tracer.analysis.model.prepare import PreparedTrace
@@ -201,32 +202,15 @@ def _tokens(trace: PreparedTrace) -> Tokens:
     return count_tokens([spans[i].attributes for i in carriers])
 
 
-# Token usage under the three naming schemes: GenAI conventions, older OpenLLMetry and
-# vLLM/SGLang (prompt/completion), OpenInference.
-_INPUT_KEYS = (
-    attrs.GEN_AI_INPUT_TOKENS,
-    attrs.GEN_AI_PROMPT_TOKENS,
-    attrs.OPENINFERENCE_PROMPT_TOKENS,
-)
-_OUTPUT_KEYS = (
-    attrs.GEN_AI_OUTPUT_TOKENS,
-    attrs.GEN_AI_COMPLETION_TOKENS,
-    attrs.OPENINFERENCE_COMPLETION_TOKENS,
-)
-#: Prompt tokens read from a prefix cache: GenAI conventions, the usage field's own
-#: name (llm-d's gateway, many SDKs), OpenInference.
-_CACHED_KEYS = (
-    attrs.GEN_AI_CACHE_READ_TOKENS,
-    attrs.GEN_AI_CACHED_TOKENS,
-    attrs.OPENINFERENCE_CACHE_READ_TOKENS,
-)
+# Token usage and the model under every naming scheme the registry knows (GenAI
+# conventions, older OpenLLMetry and vLLM/SGLang, OpenInference), first found first.
+_INPUT_KEYS = engines.INPUT_TOKEN_KEYS
+_OUTPUT_KEYS = engines.OUTPUT_TOKEN_KEYS
+#: Prompt tokens read from a prefix cache.
+_CACHED_KEYS = engines.CACHED_TOKEN_KEYS
 _USAGE_KEYS = _INPUT_KEYS + _OUTPUT_KEYS
 _USAGE_SET = frozenset(_USAGE_KEYS)
-_MODEL_KEYS = (
-    attrs.GEN_AI_REQUEST_MODEL,
-    attrs.GEN_AI_RESPONSE_MODEL,
-    attrs.OPENINFERENCE_MODEL_NAME,
-)
+_MODEL_KEYS = engines.MODEL_KEYS
 #: The attributes whose values the token counts read (:func:`count_planned` reads them
 #: per trace, so the batches do not key a shape on them).
 TOKEN_KEYS = frozenset(_USAGE_KEYS + _MODEL_KEYS + _CACHED_KEYS)

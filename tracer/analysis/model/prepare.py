@@ -20,6 +20,7 @@ from tracer.analysis.conventions.stage_map import (
     StageMapRules,
     conventions,
 )
+from tracer.engines import triton
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -366,9 +367,7 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
         if named_below[e]:
             continue
         s = spans[e]
-        compute = next(
-            (c for c in trace.children[e] if spans[c].name == attrs.TRITON_COMPUTE_SPAN), -1
-        )
+        compute = next((c for c in trace.children[e] if spans[c].name == triton.COMPUTE_SPAN), -1)
         trace.engines.append((e, compute))
         compute_start = trace.start[compute] if compute >= 0 else None
         for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
