@@ -154,3 +154,25 @@ def test_each_summarised_column_is_reported_in_the_json_from_its_rows():
         assert figures["n"] == len(values) == (ROWS if c.name == "e2e_ns" else 9), c.name
         assert figures["min"] == min(values) / c.scale, c.name
         assert figures["max"] == max(values) / c.scale, c.name
+
+
+def test_a_column_left_out_of_a_batch_is_its_default_in_every_row():
+    rows = _rows()
+    table = TraceTable()
+    _add(table, rows[:1], 0)  # a row that sets every lazy column
+    at = np.array([rows[0]["start_ns"] + 1, rows[0]["start_ns"] + 2])
+    table.add_rows(
+        [f"{i:032x}" for i in (50, 51)],
+        {"start_ns": at, "seq": [7, 8], "root_service": "svc", "root_name": "op"},
+        [_projected(1), _projected(2)],
+    )
+    cols = table.columns()
+    first = rows[0]
+    assert cols.cached_tokens.tolist() == [first["cached_tokens"], NONE, NONE]
+    assert cols.coordinator_ttft_ns.tolist() == [first["coordinator_ttft_ns"], NONE, NONE]
+    assert cols.weight.tolist() == [first["weight"], 1.0, 1.0]
+    assert cols.weight_unknown.tolist() == [first["weight_unknown"], False, False]
+    assert cols.ttft_ns.tolist() == [first["ttft_ns"], NONE, NONE]
+    assert cols.split is None  # (not every row has a value)
+    assert [cols.strings[m] for m in cols.model.tolist()] == [first["model"], None, None]
+    assert cols.group_entries.ends.tolist() == [2, 2, 2]  # the batch's rows: no entries

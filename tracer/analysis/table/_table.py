@@ -183,8 +183,8 @@ class TraceTable:
                     column.frombytes(value.astype(view(c, column).dtype).tobytes())
                     continue
                 value = value.tolist()
-            elif value is None:
-                value = [c.default] * n if c.default is not None else [None] * n
+            elif value is None:  # left out: None (its default) in every row
+                value = [None] * n
             elif not isinstance(value, list):
                 value = [value] * n
             if c.strings:
