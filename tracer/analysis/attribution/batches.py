@@ -57,6 +57,7 @@ from tracer.analysis.model.breakdown import TOKEN_COLUMNS, Tokens, count_planned
 from tracer.analysis.model.prepare import PreparedTrace, StageMap, phase_span
 from tracer.analysis.sampling.weights import FULL, trace_weight
 from tracer.analysis.table._table import Projected, TraceTable
+from tracer.analysis.table.schema import ROW
 from tracer.spans.model import Span
 
 __all__ = ["BATCH", "Answer", "ShapeBatcher", "Ticket", "batching"]
@@ -82,6 +83,8 @@ _LIMIT = 2**62
 _HIGH = 7 if sys.byteorder == "little" else 0
 _NARROW = bytes(range(0x40)) + bytes(range(0xC1, 0x100))
 _NO_TOKENS: Tokens = (None, None, None, None)
+#: The queued values that are the table's columns as they are (by the same name).
+_QUEUED_COLUMNS = tuple(name for name in QUEUED if name in {c.name for c in ROW})
 
 
 def batching() -> bool:
@@ -156,7 +159,7 @@ class ShapeBatcher:
         shape.times += ticket.times  # a copy of machine words: no span is touched
         shape.has.extend(ticket.has)
         q["tokens"].append(ticket.tokens)
-        q["weight"].append(ticket.weight)
+        q["weights"].append(ticket.weight)
         q["coordinator_ttft_ns"].append(ticket.coordinator_ttft)
         # Its spans are kept only while the batch may give the trace back (or retime it).
         keep = self.projection is not None or not ticket.settled
@@ -375,14 +378,11 @@ class ShapeBatcher:
             "span_count": shape.spans_in,
             "ttft_ns": np.where(has_ttft, point - start[:, root], _NO),
             "model_ttft_ns": model_ttft,
-            "coordinator_ttft_ns": rows["coordinator_ttft_ns"],
             "root_service": shape.root_service,
             "root_name": shape.root_name,
-            "split": rows["split"],
-            "seq": rows["seq"],
-            "last_end": rows["last_end"],
-            "weight": [w for w, _ in rows["weight"]],
-            "weight_unknown": [not known for _, known in rows["weight"]],
+            **{name: rows[name] for name in _QUEUED_COLUMNS},  # as they were queued
+            "weight": [w for w, _ in rows["weights"]],
+            "weight_unknown": [not known for _, known in rows["weights"]],
             "group_entries": (shape.groups, sums(own, shape.group_of, width), None),
             "hop_entries": (shape.hops, sums(own, shape.hop_of, len(shape.hops)), None),
         }

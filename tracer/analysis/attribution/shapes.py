@@ -48,9 +48,9 @@ from tracer.analysis.sampling.weights import SAMPLING_KEYS
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
 __all__ = [
-    "QUEUED",
     "FIELDS",
     "PER_TRACE",
+    "QUEUED",
     "SCALAR",
     "ByPhases",
     "ByValues",
@@ -82,21 +82,22 @@ FIELDS: dict[str, Literal["key", "read", "tree", "column", "attributes", "trace"
 }
 #: The attributes whose values the batch reads per trace, as the scalar path does.
 PER_TRACE = TOKEN_KEYS | PHASE_KEYS | COORDINATOR_KEYS
-#: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 #: What a shape queues of each trace until its batch runs, a list each by name: the
 #: trace's id, its place in the input (``seq``, ``last_end``), its ``--split-by`` value,
-#: its token counts (``breakdown.Tokens``), its weight (``weights.trace_weight``), its
-#: P/D coordinator's own time to first token, and its spans (None: not kept).
+#: its token counts (``breakdown.Tokens``), its weight and whether that is known
+#: (``weights.trace_weight``), its P/D coordinator's own time to first token, and its
+#: spans (None: not kept).
 QUEUED = (
     "trace_id",
     "seq",
     "last_end",
     "split",
     "tokens",
-    "weight",
+    "weights",
     "coordinator_ttft_ns",
     "spans",
 )
+#: Spans of the largest trace taken (bigger ones are rare and take the scalar path).
 MAX_SPANS = 512
 #: Children of one span taken: the batch walk compares every pair of siblings (a
 #: wider fan-out is rare and takes the scalar path).
