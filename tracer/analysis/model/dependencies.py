@@ -308,7 +308,9 @@ def critical_sections(deps: Dependencies) -> list[tuple[int, int, int]]:
     return sorted((x for x in out if x[2] > x[1]), key=lambda x: (x[1], x[2]))
 
 
-def retime(deps: Dependencies, factor: Sequence[float]) -> tuple[list[float], list[float]]:
+def retime(
+    deps: Dependencies, factor: Sequence[float], extra: Sequence[float] | None = None
+) -> tuple[list[float], list[float]]:
     """New (start, end) of every span in the model when each span's own time is
     multiplied by ``factor`` (the dependencies kept). Times are nanoseconds from the
     root's start (floats: small numbers keep their precision); spans outside the
@@ -316,7 +318,8 @@ def retime(deps: Dependencies, factor: Sequence[float]) -> tuple[list[float], li
 
     A child starts its offset (scaled by its parent's factor) after the latest new
     end of the siblings it waits for, or after its parent's new start; a span ends its
-    trailing time (scaled by its own factor) after the latest new end of its kids.
+    trailing time (scaled by its own factor) after the latest new end of its kids,
+    and ``extra[i]`` ns after that (time the change adds to the span: more calls).
     """
     n = len(deps.lo)
     lo, hi, kids, joins, tangled = deps.lo, deps.hi, deps.kids, deps.joins, deps.tangled
@@ -350,6 +353,8 @@ def retime(deps: Dependencies, factor: Sequence[float]) -> tuple[list[float], li
                 stack.append(_Placing(c))
             else:
                 new_end[c] = new_start[c] + (hi[c] - lo[c]) * factor[c]
+                if extra is not None:
+                    new_end[c] += extra[c]
             continue
         stack.pop()
         if below:
@@ -357,6 +362,8 @@ def retime(deps: Dependencies, factor: Sequence[float]) -> tuple[list[float], li
             new_end[p] = max(new_end[c] for c in below) + (hi[p] - last) * factor[p]
         else:
             new_end[p] = new_start[p] + (hi[p] - lo[p]) * factor[p]
+        if extra is not None:
+            new_end[p] += extra[p]
     return new_start, new_end
 
 

@@ -52,6 +52,10 @@ class Template:
     nodes: tuple[tuple[Stretch | Step, ...], ...]
     after: tuple[tuple[int, ...], ...]
     busy_ns: float  # the stretches' total (what the CPU demand is spread over)
+    #: each span below the root as (its stage, its parent's stage, its first node, its
+    #: last node): its subtree's nodes, what a call copied runs
+    #: (:mod:`tracer.analysis.whatif.expand`)
+    calls: tuple[tuple[str, str, int, int], ...] = ()
 
     @property
     def waited(self) -> bool:
@@ -95,6 +99,7 @@ def template(
     takes, queue_of = _pools(trace, sizes)
     nodes: list[_Node] = [_Node(root, lo[root], lo[root], [])]
     end_of: dict[int, int] = {}  # span -> its last node
+    first_of: dict[int, tuple[int, int]] = {}  # span -> its subtree's first node, parent
     releases: dict[int, list[str]] = {}  # span -> the pools it gives back at its end
     # Depth first, as the retiming places them: a kid's start waits for the ends of
     # the earlier siblings it joined, so their subtrees come first.
@@ -116,6 +121,7 @@ def template(
             else:
                 nodes.append(_Node(p, lo[p], lo[c], [frame.began]))
             frame.own.append(len(nodes) - 1)
+            first_of[c] = (len(nodes), p)
             child = _Frame(c, len(nodes) - 1)
             if kids[c]:
                 stack.append(child)
@@ -135,8 +141,12 @@ def template(
         nodes[end_of[span]].items.extend(Step(RELEASE, pool=pool) for pool in pools)
     _mark(trace, deps, nodes, point)
     busy = sum(x.ns for n in nodes for x in n.items if isinstance(x, Stretch))
+    calls = tuple(
+        (trace.stage[c], trace.stage[parent], first, end_of[c])
+        for c, (first, parent) in first_of.items()
+    )
     graph = Template(
-        tuple(tuple(n.items) for n in nodes), tuple(tuple(n.after) for n in nodes), busy
+        tuple(tuple(n.items) for n in nodes), tuple(tuple(n.after) for n in nodes), busy, calls
     )
     return graph, None if point is None else float(point - t0)
 
@@ -235,4 +245,4 @@ def keep_unsized(t: Template, unsized: Sequence[str]) -> Template:
                 continue
             items.append(x)
         nodes.append(tuple(items))
-    return Template(tuple(nodes), t.after, t.busy_ns)
+    return Template(tuple(nodes), t.after, t.busy_ns, t.calls)

@@ -34,13 +34,22 @@ import numpy as np
 from tracer._errors import ConfigError
 from tracer.analysis.aggregate import Stats, stats
 from tracer.analysis.checks.slo import Slo
-from tracer.analysis.whatif.loadgraph import Stretch
+from tracer.analysis.whatif.expand import expand_templates
+from tracer.analysis.whatif.loadgraph import Stretch, Template
 from tracer.analysis.whatif.loadrun import LoadRun
 from tracer.analysis.whatif.overload import Overload, overload
 from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
-__all__ = ["CPU_SCALING", "INLINE_SHARE", "SATURATED", "LoadWhatIf", "project_load", "sweep_knees"]
+__all__ = [
+    "CPU_SCALING",
+    "INLINE_SHARE",
+    "SATURATED",
+    "LoadWhatIf",
+    "calibrate",
+    "project_load",
+    "sweep_knees",
+]
 
 _MS = 1e6
 
@@ -88,15 +97,19 @@ def _steps(
     scenario: Scenario | None,
     stretch: float,
     cpu_ns: float | None = None,
+    templates: Sequence[Template] | None = None,
 ) -> list[Graph]:
-    """Simulation steps of every template: the in-line CPU at ``stretch`` taken out of
-    each stretch, its waiting time multiplied by ``scenario``'s factor for its stage
-    (none: as measured); ``cpu_ns`` per request (default: the run's)."""
+    """Simulation steps of every template (default: the run's; with a scenario's
+    calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
+    in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
+    by ``scenario``'s factor for its stage (none: as measured); ``cpu_ns`` per request
+    (default: the run's). A call's copies bring their CPU with them: their stretches'
+    in-line share, and the CPU beside the waits grows with the stretches they add."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
     out = []
-    for t in run.templates:
+    for k, t in enumerate(run.templates if templates is None else templates):
         nodes = []
         for items in t.nodes:
             steps: list[Step] = []
@@ -119,10 +132,19 @@ def _steps(
         if total > cpu:
             # The CPU beside the waits: a branch of its own from the request's start,
             # which the request's end waits for.
-            nodes.append((Step(CPU, total - cpu),))
+            grow = 1.0
+            if templates is not None:  # a call's copies: their stretches' share too
+                was = _stretched(run.templates[k])
+                grow = _stretched(t) / was if was > 0 else 1.0
+            nodes.append((Step(CPU, (total - cpu) * grow),))
             after = (*after, (0,))
         out.append(Graph(tuple(nodes), after))
     return out
+
+
+def _stretched(t: Template) -> float:
+    """The total of a template's stretches (ns)."""
+    return sum(x.ns for node in t.nodes for x in node if isinstance(x, Stretch))
 
 
 def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulated:
@@ -156,6 +178,25 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
     )
 
 
+def calibrate(run: LoadRun, requests: int = 3000, seed: int = 1) -> float:
+    """The run's own CPU stretch: how much its contention stretched its CPU, found by
+    bisection so that the simulated run as measured has its measured mean (1 without
+    a CPU measure). It does not depend on the change, so one serves many."""
+    if not (run.cpu_ns_per_request and run.cores):
+        return 1.0
+    measured = float(np.mean(run.e2e_ms))
+    lo, hi = 1.0, 64.0
+    half = requests // 2
+    for _ in range(14):
+        mid = (lo + hi) / 2
+        got = np.mean(_run(run, _steps(run, None, mid), half, seed).e2e_ns) / _MS
+        if got > measured:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 def project_load(
     run: LoadRun,
     scenario: Scenario,
@@ -163,9 +204,11 @@ def project_load(
     slo: Slo | None = None,
     requests: int = 3000,
     seed: int = 1,
+    stretch: float | None = None,
 ) -> LoadWhatIf:
     """``scenario`` projected through the run's load; with ``slo`` (``ttft`` and ``e2e``
-    limits), its attainment and goodput before and after.
+    limits), its attainment and goodput before and after. ``stretch``: the run's
+    :func:`calibrate`, when already found.
 
     Raises:
         ConfigError: the run was overloaded, and the simulation of it as it was does
@@ -183,21 +226,8 @@ def project_load(
             f"(give --capacity {pool}=N)"
         )
     jam = overload(run)
-    measured = float(np.mean(run.e2e_ms))
-    lo, hi = 1.0, 1.0
-    stretch = 1.0
-    half = requests // 2
-    if run.cpu_ns_per_request and run.cores:
-        # The run's own CPU stretch: the simulated run as measured matches its mean.
-        hi = 64.0
-        for _ in range(14):
-            mid = (lo + hi) / 2
-            got = np.mean(_run(run, _steps(run, None, mid), half, seed).e2e_ns) / _MS
-            if got > measured:
-                lo = mid
-            else:
-                hi = mid
-        stretch = (lo + hi) / 2
+    if stretch is None:
+        stretch = calibrate(run, requests, seed)
     base = _run(run, _steps(run, None, stretch), requests, seed)
     if jam is not None and _busiest(base, run) < SATURATED:
         # Replayed with no resource running out, the queue would stay in the requests'
@@ -206,13 +236,14 @@ def project_load(
             f"the run was overloaded ({jam.describe()}) and its traces do not say what ran "
             "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
         )
-    after = _run(run, _steps(run, scenario, stretch), requests, seed)
+    expanded = expand_templates(run.templates, scenario)
+    after = _run(run, _steps(run, scenario, stretch, templates=expanded), requests, seed)
     if run.cpu_ns_per_request and run.cores:
         # The CPU per request at the throughput the change reaches (a fixed point).
         for _ in range(4):
             ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
             cpu = run.cpu_ns_per_request * ratio**-CPU_SCALING
-            after = _run(run, _steps(run, scenario, stretch, cpu), requests, seed)
+            after = _run(run, _steps(run, scenario, stretch, cpu, expanded), requests, seed)
     base_ms = np.array(base.e2e_ns) / _MS
     after_ms = np.array(after.e2e_ns) / _MS
     before = stats(run.e2e_ms)

@@ -31,8 +31,9 @@ from tracer.analysis.sampling._sketch import exact_traces as exact_limit
 from tracer.analysis.sampling._sketch import sketch_note
 from tracer.analysis.table._memory import gc_paused
 from tracer.analysis.table._table import _NONE, Columns, Projected
+from tracer.analysis.whatif.expand import Added, call_times, retime_with_calls, ttft_extra_ns
 from tracer.analysis.whatif.loadmodel import LoadWhatIf
-from tracer.analysis.whatif.scenario import Faster, Scenario
+from tracer.analysis.whatif.scenario import Combined, Faster, Scenario
 from tracer.spans.model import Warnings
 
 __all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
@@ -68,6 +69,15 @@ class WhatIf:
     load_levels: tuple[tuple[str, int, LoadWhatIf], ...] = ()
     #: the sweep's knee (``docs/bench.md``) as measured and after the change (None: none)
     load_knee: tuple[int | None, int | None] | None = None
+    #: the change in words (``inference 100x faster and inference called 2 times in
+    #: sequence``)
+    change: str = ""
+    #: with prices: the mean cost of a request before and after (the model's tokens
+    #: scale with its calls)
+    cost_per_request: tuple[float, float] | None = None
+    #: with ``--repeat/--fanout STAGE=max`` and an SLO: the most calls that fit
+    #: (:class:`tracer.analysis.afford.Afford`)
+    afford: object | None = None
 
     @property
     def ttft_realized_p50(self) -> float | None:
@@ -93,17 +103,31 @@ def factors(trace: PreparedTrace, scenario: Scenario) -> list[float]:
 
 
 def what_if(
-    traceset: TraceSet, stage: str, speedup: float, stage_map: StageMap | None = None
+    traceset: TraceSet,
+    stage: str,
+    speedup: float,
+    stage_map: StageMap | None = None,
+    changes: tuple[Scenario, ...] = (),
 ) -> WhatIf:
-    """Project ``stage`` being ``speedup`` times faster onto every trace.
+    """Project ``stage`` being ``speedup`` times faster onto every trace, with
+    ``changes`` (more calls: :class:`~tracer.analysis.scenario.Repeat`,
+    :class:`~tracer.analysis.scenario.Fanout`) too.
 
     Raises:
         ConfigError: ``speedup`` is not positive, or no trace has ``stage``.
         NoUsableDataError: no trace could be analysed.
     """
+    return project(
+        traceset, Projection(stage, speedup, changes).drawn(traceset, stage_map), stage_map
+    )
+
+
+def project(
+    traceset: TraceSet, projection: Projection, stage_map: StageMap | None = None
+) -> WhatIf:
+    """``projection`` of every trace of ``traceset`` (see :func:`what_if`)."""
     from tracer.analysis.attribution.attribute import Attributor
 
-    projection = Projection(stage, speedup)
     attribute = Attributor("stage", stage_map, projection=projection)
     with gc_paused():
         for seq, (trace_id, spans) in enumerate(traceset.traces.items()):
@@ -124,21 +148,53 @@ class Projection:
 
     stage: str
     speedup: float
+    #: more changes at once: a stage's calls (Repeat, Fanout)
+    changes: tuple[Scenario, ...] = ()
+    #: the run's calls of each stage called in parallel, ns: what the other calls of
+    #: best-of-N are drawn from (:func:`~tracer.analysis.whatif.expand.call_times`)
+    draws: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         Faster(self.stage, self.speedup)  # checked as the scenario checks it
+        self.scenario  # noqa: B018 (changes that clash fail here)
 
     @cached_property
     def scenario(self) -> Scenario:
         """The change this projection retimes the traces with."""
-        return Faster(self.stage, self.speedup)
+        if not self.changes:
+            return Faster(self.stage, self.speedup)
+        faster = [Faster(self.stage, self.speedup)] if self.speedup != 1 else []
+        return Combined((*faster, *self.changes))
+
+    @property
+    def parallel(self) -> bool:
+        """Whether a change calls a stage in parallel (its draws come from the run)."""
+        return any(c.calls(c.stage).parallel for c in self.changes)
+
+    def drawn(self, traces: TraceSet, stage_map: StageMap | None = None) -> Projection:
+        """This projection with the draws of its parallel calls from ``traces`` (itself
+        when it has none)."""
+        if not self.parallel:
+            return self
+        found = call_times(traces, self.scenario, stage_map)
+        return replace(self, draws=tuple(sorted(found.items())))
+
+    @cached_property
+    def _draws(self) -> dict[str, tuple[float, ...]]:
+        return dict(self.draws)
 
     def __call__(self, trace: PreparedTrace) -> Projected:
         """The trace's retimed end-to-end time, TTFT and stage times."""
         stage = self.stage
         factor = factors(trace, self.scenario)
         deps = trace_dependencies(trace)
-        new_start, new_end = retime_model(deps, factor)
+        whole: Added = {}
+        if self.changes:
+            new_start, new_end, whole = retime_with_calls(
+                trace, deps, factor, self.scenario, self._draws
+            )
+        else:
+            new_start, new_end = retime_model(deps, factor)
         before: dict[str, int] = {}
         after: dict[str, float] = {}
         for i, t in critical_times(deps).items():
@@ -148,7 +204,7 @@ class Projection:
         for i, u in critical_times(deps, new_start, new_end).items():
             key = group_key(trace, i, "stage")
             after[key] = after.get(key, 0.0) + u
-        ttft = _retimed_ttft(trace, factor)
+        ttft = _retimed_ttft(trace, factor, whole)
         return Projected(
             after_ns=new_end[trace.root] - new_start[trace.root],
             ttft_before_ns=None if ttft is None else ttft[0],
@@ -208,6 +264,7 @@ class Projection:
         total_after = sum(after_groups.values()) or 1.0
         first = p.ttft_before_ns != _NONE
         return WhatIf(
+            change=self.scenario.describe(),
             stage=self.stage,
             speedup=float(self.speedup),
             traces=len(columns),
@@ -244,12 +301,15 @@ def _sums(
     return {names[k]: float(values[keys == k].sum()) for k in np.unique(keys).tolist()}
 
 
-def _retimed_ttft(trace: PreparedTrace, factor: list[float]) -> tuple[int, float] | None:
+def _retimed_ttft(
+    trace: PreparedTrace, factor: list[float], whole: Added
+) -> tuple[int, float] | None:
     """The client's time to first token before and after the change, or None.
 
     The TTFT view of the trace (spans end at their first-token marks, spans after the
     point are left out) is retimed like the whole trace; its root's new length is the
-    new time to first token.
+    new time to first token, after the calls made more than once (``whole``: the first
+    token comes after the calls before it, or after the slowest of parallel ones).
     """
     point = client_first_token(trace)
     root = trace.root
@@ -257,7 +317,8 @@ def _retimed_ttft(trace: PreparedTrace, factor: list[float]) -> tuple[int, float
         return None
     point = min(point, trace.end[root])
     ends, included = ttft_view(trace, point)
-    new_start, new_end = retime_model(trace_dependencies(trace, ends, included), factor)
+    view = trace_dependencies(trace, ends, included)
+    new_start, new_end = retime_model(view, factor, ttft_extra_ns(view, factor, whole, included))
     return point - trace.start[root], new_end[root] - new_start[root]
 
 
