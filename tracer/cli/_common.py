@@ -9,7 +9,7 @@ import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import click
 from tracer._errors import ConfigError, HoptraceError
 from tracer._sources import BACKENDS, DEFAULT_JAEGER_URL, is_url, shown
 from tracer._terminal import printable
+from tracer.cli._calls import CallsPlan, calls_options, calls_plan
 from tracer.cli._options import (
     check_format_option,
     count,
@@ -30,6 +31,10 @@ from tracer.cli._options import (
 
 __all__ = [
     "FORMATS",
+    "CallsPlan",
+    "answer_whatif",
+    "calls_options",
+    "calls_plan",
     "Selection",
     "busy",
     "check_format_option",
@@ -365,17 +370,56 @@ def render_as(
         emit(render.to_table(sections()), output)
 
 
-def under_load(
-    result: Any, sources: tuple[str, ...], selection: Selection, smap: Any, question: Any
+def answer_whatif(
+    result: Any,
+    whole: Any,
+    plan: CallsPlan,
+    sources: tuple[str, ...],
+    selection: Selection,
+    question: Any,
+    prices: Any,
+    traces: Any = None,
 ) -> Any:
-    """The what-if answered as ``question`` asks (:func:`tracer.analysis.whatif.answer.answer`,
-    the one place that picks the model: ``docs/whatif.md``); says which model on stderr."""
+    """The what-if ``plan`` asks answered (:func:`under_load`), or with ``=max`` the
+    most calls that fit the SLO (:func:`tracer.analysis.afford.most_calls`); with
+    ``prices``, the cost of a request before and after."""
+    from tracer.analysis.checks.cost import cost_after, cost_per_request
+
+    smap = selection.stage_map()
+    cost = cost_per_request(whole, prices) if prices else None
+    if plan.search is not None:
+        from tracer.analysis.whatif.afford import most_calls
+
+        with busy(sources, "searching for the most calls that meet the SLO"):
+            result = most_calls(traces, plan.projection, *plan.search, question, smap, cost)
+        click.echo(f"model: {result.model}, {result.model_reason}", err=True)
+        return result
+    scenario = plan.projection.scenario
+    result = under_load(result, sources, selection, smap, question, scenario, traces)
+    after = cost_after(cost, scenario)
+    return (
+        result if cost is None or after is None else replace(result, cost_per_request=(cost, after))
+    )
+
+
+def under_load(
+    result: Any,
+    sources: tuple[str, ...],
+    selection: Selection,
+    smap: Any,
+    question: Any,
+    scenario: Any = None,
+    loaded: Any = None,
+) -> Any:
+    """The what-if answered as ``question`` asks (:func:`tracer.analysis.answer.answer`,
+    the one place that picks the model: ``docs/whatif.md``) for ``scenario`` (default:
+    the stage faster); says which model on stderr. ``loaded``: the traces, when read."""
     from tracer.analysis.whatif.answer import answer
     from tracer.analysis.whatif.loadrun import MAX_REQUESTS
 
-    traces: Any = None
+    traces: Any = loaded
     failed: HoptraceError | None = None
-    if question.model != "retime" and result.traces <= MAX_REQUESTS:
+    if traces is None and question.model != "retime" and result.traces <= MAX_REQUESTS:
         try:
             with busy(sources, "reading the run's traces for the load model") as notices:
                 traces = selection.load(sources, notices)
@@ -388,7 +432,7 @@ def under_load(
         return traces
 
     with busy(sources, "simulating the run's load before and after"):
-        result = answer(result, read, question, smap)
+        result = answer(result, read, question, smap, scenario)
     click.echo(f"model: {result.model}, {result.model_reason}", err=True)
     return result
 

@@ -10,7 +10,10 @@ import click
 from tracer._errors import ConfigError, HoptraceError
 from tracer.cli._common import (
     Selection,
+    answer_whatif,
     busy,
+    calls_options,
+    calls_plan,
     check_format_option,
     emit,
     format_option,
@@ -26,7 +29,6 @@ from tracer.cli._common import (
     source_options,
     split_option,
     trace_links,
-    under_load,
 )
 
 __all__ = ["COMMANDS"]
@@ -193,39 +195,54 @@ def analyze(
 
 @click.command()
 @click.argument("sources", nargs=-1)
-@click.option("--stage", required=True, help="The stage that gets faster, e.g. inference.")
-@click.option("--speedup", required=True, type=float, help="How many times faster, e.g. 100.")
+@click.option("--stage", help="The stage that gets faster, e.g. inference.")
+@click.option("--speedup", type=float, help="With --stage: how many times faster, e.g. 100.")
+@calls_options
 @load_options
+@price_option
 @split_option
 @format_option
 @source_options
 def whatif(
     sources: tuple[str, ...],
-    stage: str,
-    speedup: float,
+    stage: str | None,
+    speedup: float | None,
+    repeat: tuple[str, ...],
+    fanout: tuple[str, ...],
     model: str,
     slo: str | None,
     capacities: tuple[str, ...],
     cores: float | None,
     cpu_per_request_ms: float | None,
+    price: tuple[str, ...],
     split_by: str | None,
     fmt: str,
     output: str | None,
     jaeger_url: str,
     selection: Selection,
 ) -> None:
-    """Project "STAGE becomes K times faster" onto the real traces.
+    """Project "STAGE becomes K times faster" onto the real traces, and what the
+    calls a faster stage affords do (--repeat, --fanout).
 
     STAGE covers its sub-stages: inference means inference and inference.queue,
     .prefill and .decode; inference.decode means only that one.
     """
     from tracer.analysis import render
     from tracer.analysis.split import split_whatif
-    from tracer.analysis.whatif.retime import Projection
 
     # A bad option fails before any trace is read.
     question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
-    projection = Projection(stage, speedup)
+    prices = parse_prices(price)
+    plan = calls_plan(stage, speedup, repeat, fanout)
+    if plan is None:
+        raise ConfigError("give --stage and --speedup, --repeat or --fanout")
+    if plan.search is not None and split_by is not None:
+        raise ConfigError("=max searches all the traces together: drop --split-by")
+    loaded = None
+    if plan.needs_traces():
+        loaded = selection.load(sources)
+        plan = plan.ready(loaded, selection.stage_map())
+    projection = plan.projection
     # Every trace is projected as it is attributed (no spans kept); the analysis by
     # stage comes with it for the page.
     query = selection.query(split_by=split_by, projection=projection)
@@ -252,7 +269,7 @@ def whatif(
             ),
         )
         return
-    result = under_load(result, sources, selection, query.stage_map, question)
+    result = answer_whatif(result, whole, plan, sources, selection, question, prices, loaded)
     render_as(
         fmt,
         output,
@@ -337,6 +354,7 @@ def compare(
     "--baseline",
     help="Add the compare view: SOURCES are the candidate, this is the baseline.",
 )
+@calls_options
 @load_options
 @price_option
 @split_option
@@ -349,6 +367,8 @@ def report(
     whatif_stage: str | None,
     speedup: float | None,
     baseline: str | None,
+    repeat: tuple[str, ...],
+    fanout: tuple[str, ...],
     model: str,
     slo: str | None,
     capacities: tuple[str, ...],
@@ -367,20 +387,22 @@ def report(
     """
     from tracer.analysis import compare as diff
     from tracer.analysis import render
-    from tracer.analysis.whatif.retime import Projection
 
-    if (whatif_stage is None) != (speedup is None):
-        raise ConfigError("--stage and --speedup go together")
     question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
-    projection = None
-    if whatif_stage is not None and speedup is not None:
-        projection = Projection(whatif_stage, speedup)
+    plan = calls_plan(whatif_stage, speedup, repeat, fanout)
+    loaded = None
+    if plan is not None and plan.needs_traces():
+        loaded = selection.load(sources)
+        plan = plan.ready(loaded, selection.stage_map())
+    projection = None if plan is None else plan.projection
     query = selection.query(group_by=group_by, split_by=split_by, projection=projection)
     result, traces = _analyze(sources, query)
     views: dict[str, Any] = {"prices": parse_prices(price)}
-    if projection is not None:
-        retimed = projection.result(result.columns, result.loaded, result.tally)
-        views["whatif"] = under_load(retimed, sources, selection, query.stage_map, question)
+    if plan is not None:
+        retimed = plan.projection.result(result.columns, result.loaded, result.tally)
+        views["whatif"] = answer_whatif(
+            retimed, result, plan, sources, selection, question, views["prices"], loaded
+        )
     if baseline is not None:
         # The baseline is read the same way, without the candidate's filters.
         before, _ = _analyze((baseline,), query.sources_only, "reading the baseline", False)

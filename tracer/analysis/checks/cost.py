@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from tracer import attributes as attrs
 from tracer.analysis.aggregate import Analysis
+from tracer.analysis.whatif.scenario import Scenario
 
-__all__ = ["Prices", "cost_per_request"]
+__all__ = ["Prices", "cost_after", "cost_per_request"]
 
 #: Price per 1,000 (input, output) tokens, by model; ``"*"`` prices every model.
 Prices = dict[str, tuple[float, float]]
@@ -32,3 +34,9 @@ def cost_per_request(a: Analysis, prices: Prices) -> float | None:
         priced = True
         total += tin / 1000 * price[0] + tout / 1000 * price[1]
     return total / a.tokens.requests if priced else None
+
+
+def cost_after(before: float | None, scenario: Scenario) -> float | None:
+    """The mean cost of a request after ``scenario``: the model's tokens (those of its
+    ``inference`` calls) scale with the calls it makes, each as the run's calls were."""
+    return None if before is None else before * scenario.calls(attrs.INFERENCE).n

@@ -13,10 +13,12 @@ from tracer.analysis.checks.cost import cost_per_request
 from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
 from tracer.analysis.table.figures import Sample
 from tracer.analysis.table.schema import SUMMARIES
+from tracer.analysis.whatif.afford import Afford
 from tracer.analysis.whatif.loadmodel import LoadWhatIf
 from tracer.analysis.whatif.retime import WhatIf, ideal_speedup
 
 __all__ = [
+    "calls_dict",
     "analysis_dict",
     "comparison_dict",
     "dumps",
@@ -187,6 +189,7 @@ def whatif_dict(w: WhatIf) -> dict[str, Any]:
         "warnings": {"skipped_traces": w.skipped_traces, "messages": list(w.messages)},
         "model": w.model,
         "model_reason": w.model_reason,
+        **calls_dict(w),
         **(_load_dict(w.load) if w.load is not None else {}),
         **(
             {
@@ -270,3 +273,38 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
 def dumps(obj: Any) -> str:
     """Pretty JSON text."""
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
+
+
+def calls_dict(w: WhatIf) -> dict[str, Any]:
+    """What the JSON of a what-if adds: ``change``, ``calls``, ``cost_per_request`` and
+    ``afford`` (null where they do not apply)."""
+    afford = w.afford
+    return {
+        "change": w.change,
+        "calls": [
+            {"stage": stage, "n": n, "arrangement": "parallel" if parallel else "sequence"}
+            for stage, n, parallel in w.calls
+        ],
+        "cost_per_request": None
+        if w.cost_per_request is None
+        else {"before": number(w.cost_per_request[0]), "after": number(w.cost_per_request[1])},
+        "afford": None
+        if not isinstance(afford, Afford)
+        else {
+            "stage": afford.stage,
+            "arrangement": "parallel" if afford.parallel else "sequence",
+            "calls": afford.calls,
+            "bound": afford.bound,
+            "slo": afford.slo.as_dict(),
+            "attainment_target": number(afford.target),
+            "attainment": number(afford.attainment),
+            "p50_ms": number(afford.p50_ms),
+            "p90_ms": number(afford.p90_ms),
+            "goodput_per_s": None if afford.goodput_per_s is None else number(afford.goodput_per_s),
+            "cost_per_request": None
+            if afford.cost_per_request is None
+            else number(afford.cost_per_request),
+            "model": afford.model,
+            "tried": [{"calls": n, "attainment": number(s)} for n, s in afford.tried],
+        },
+    }

@@ -9,6 +9,7 @@ from tracer.analysis.aggregate import Analysis, Stats
 from tracer.analysis.checks.compare import Comparison
 from tracer.analysis.checks.cost import Prices, cost_per_request
 from tracer.analysis.model.substages import covers, nested, parent_of
+from tracer.analysis.render.calls import calls_headline, calls_notes, whatif_title
 from tracer.analysis.sampling.estimate import CONFIDENCE, Interval
 from tracer.analysis.table.cache import CacheStats
 from tracer.analysis.table.schema import SUMMARIES, Column
@@ -329,10 +330,7 @@ def whatif_headline(w: WhatIf) -> str:
 
 def whatif_sections(w: WhatIf) -> list[Section]:
     """Sections for a what-if projection."""
-    head = Section(
-        f"What if {w.stage} were {w.speedup:g}x faster ({w.traces} traces)",
-        ["", "mean ms", "P50 ms", "P90 ms", "P99 ms"],
-    )
+    head = Section(whatif_title(w), ["", "mean ms", "P50 ms", "P90 ms", "P99 ms"])
     head.rows.append(
         [
             "before",
@@ -353,7 +351,8 @@ def whatif_sections(w: WhatIf) -> list[Section]:
             head.rows.append(
                 [label, fmt_ms(st.mean), fmt_ms(st.p50), fmt_ms(st.p90), fmt_ms(st.p99)]
             )
-    head.notes.append(whatif_headline(w))
+    head.notes.append(calls_headline(w) if w.calls else whatif_headline(w))
+    head.notes.extend(calls_notes(w))
     if w.load is not None:
         lw = w.load
         head.notes.append(

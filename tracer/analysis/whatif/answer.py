@@ -33,7 +33,7 @@ from tracer.analysis.whatif.overload import no_spread
 from tracer.analysis.whatif.retime import RETIMED, WhatIf, with_load
 from tracer.analysis.whatif.scenario import Faster, Scenario
 
-__all__ = ["MODELS", "Question", "answer"]
+__all__ = ["MODELS", "Question", "answer", "load_reason", "run_of"]
 
 #: The models a question may ask for.
 MODELS = ("auto", "retime", "load")
@@ -87,7 +87,7 @@ def answer(
         levels = bench_levels(chosen)
         if len(levels) > 1:
             return _each_level(result, levels, question, stage_map, change)
-        run = _run(chosen, question, stage_map)
+        run = run_of(chosen, question, stage_map)
         if (why := no_spread(run)) is not None:
             raise ConfigError(f"the load model needs a run spread in time: {why}")
         if question.model == "auto" and not run.loaded:
@@ -101,20 +101,25 @@ def answer(
         if question.model == "load":
             raise
         return _retimed(result, str(exc))
-    reason = (
-        f"the run's load simulated: {projected.arrivals}, {run.in_flight:.1f} requests "
+    return with_load(result, projected, load_reason(run, projected.arrivals))
+
+
+def load_reason(run: LoadRun, arrivals: str) -> str:
+    """Why the load model answered, in one line: the run's load."""
+    return (
+        f"the run's load simulated: {arrivals}, {run.in_flight:.1f} requests "
         "in flight on average"
         + (f", {run.cores:.2f} cores shared" if run.cores else "")
         + (f", pools {_pools(run.pools)}" if run.pools else "")
     )
-    return with_load(result, projected, reason)
 
 
 def _retimed(result: WhatIf, why: str) -> WhatIf:
     return replace(result, model="retime", model_reason=f"each trace retimed on its own: {why}")
 
 
-def _run(traces: TraceSet, question: Question, stage_map: StageMap | None) -> LoadRun:
+def run_of(traces: TraceSet, question: Question, stage_map: StageMap | None) -> LoadRun:
+    """The run's load as ``question`` completes it (capacities, cores, CPU)."""
     return load_run(
         traces,
         stage_map,
@@ -140,7 +145,7 @@ def _each_level(
     out = []
     order = {}
     for label, traces in levels.items():
-        run = _run(traces, question, stage_map)
+        run = run_of(traces, question, stage_map)
         projected = project_load(run, scenario, slo=question.slo)
         out.append((label, run.clients or 0, projected))
         order[label] = run.clients or run.arrival_per_s  # an open loop's: its rate

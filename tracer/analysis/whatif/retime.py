@@ -36,7 +36,16 @@ from tracer.analysis.whatif.loadmodel import LoadWhatIf
 from tracer.analysis.whatif.scenario import Combined, Faster, Scenario
 from tracer.spans.model import Warnings
 
-__all__ = ["Projection", "WhatIf", "ideal_speedup", "retime", "what_if", "with_load"]
+__all__ = [
+    "Projection",
+    "WhatIf",
+    "ideal_speedup",
+    "project",
+    "project_columns",
+    "retime",
+    "what_if",
+    "with_load",
+]
 
 
 #: Why a what-if was retimed, unless its answer says more.
@@ -72,6 +81,8 @@ class WhatIf:
     #: the change in words (``inference 100x faster and inference called 2 times in
     #: sequence``)
     change: str = ""
+    #: the calls the change makes more of: (stage, N, in parallel)
+    calls: tuple[tuple[str, int, bool], ...] = ()
     #: with prices: the mean cost of a request before and after (the model's tokens
     #: scale with its calls)
     cost_per_request: tuple[float, float] | None = None
@@ -126,6 +137,13 @@ def project(
     traceset: TraceSet, projection: Projection, stage_map: StageMap | None = None
 ) -> WhatIf:
     """``projection`` of every trace of ``traceset`` (see :func:`what_if`)."""
+    return project_columns(traceset, projection, stage_map)[0]
+
+
+def project_columns(
+    traceset: TraceSet, projection: Projection, stage_map: StageMap | None = None
+) -> tuple[WhatIf, Columns]:
+    """:func:`project`, and the per-trace rows it summed (each trace's projection)."""
     from tracer.analysis.attribution.attribute import Attributor
 
     attribute = Attributor("stage", stage_map, projection=projection)
@@ -133,7 +151,8 @@ def project(
         for seq, (trace_id, spans) in enumerate(traceset.traces.items()):
             attribute(trace_id, spans, seq, 0)
         table = attribute.table
-        return projection.result(table.columns(), traceset.warnings, table.tally())
+        columns = table.columns()
+        return projection.result(columns, traceset.warnings, table.tally()), columns
 
 
 @dataclass(frozen=True)
@@ -265,6 +284,9 @@ class Projection:
         first = p.ttft_before_ns != _NONE
         return WhatIf(
             change=self.scenario.describe(),
+            calls=tuple(
+                (c.stage, c.calls(c.stage).n, c.calls(c.stage).parallel) for c in self.changes
+            ),
             stage=self.stage,
             speedup=float(self.speedup),
             traces=len(columns),

@@ -36,6 +36,7 @@ __all__ = [
     "Faster",
     "Repeat",
     "Scenario",
+    "parse_calls",
 ]
 
 #: The smallest speedup asked about: a stage 1000 times slower.
@@ -247,3 +248,28 @@ class Combined:
     def describe(self) -> str:
         """The changes, joined by ``and``."""
         return " and ".join(p.describe() for p in self.parts)
+
+
+def parse_calls(option: str, text: str) -> tuple[str, int | None]:
+    """``STAGE=N`` or ``STAGE=max`` (``--repeat inference=2``) as (stage, N), N None
+    for ``max``.
+
+    Raises:
+        ConfigError: not STAGE=N, or N not a whole number from 1 to :data:`MAX_CALLS`.
+    """
+    stage, sep, raw = (part.strip() for part in text.partition("="))
+    if not sep or not stage or not raw:
+        raise ConfigError(
+            f"{option} must be STAGE=N (N calls, 1 to {MAX_CALLS}) or STAGE=max, got {text!r}"
+        )
+    if raw.lower() == "max":
+        return stage, None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"{option} {stage}=N: N must be a whole number from 1 to {MAX_CALLS} or max, "
+            f"got {raw!r}"
+        ) from None
+    _check_calls(option, stage, n)
+    return stage, n
