@@ -130,10 +130,41 @@ def create_app_app(
         except httpx.HTTPError as exc:
             raise UpstreamFailure(f"model unreachable: {exc}") from exc
 
+    async def one_call(
+        model: str, messages: list[dict[str, Any]], max_tokens: int, stream: bool
+    ) -> str:
+        """One more call of the model (a self-check round, a candidate), in its own
+        inference span; its whole answer."""
+        with tracer.stage(
+            "inference",
+            span_name=f"chat {model}",
+            **tracer.genai_request("chat", model, max_tokens=max_tokens, stream=stream),
+        ) as span:
+            span.set_attribute(attrs.FALLBACK_TIER, "primary")
+            return "".join([t async for t in call_model(model, messages, max_tokens, stream)])
+
     async def infer(
         model: str, messages: list[dict[str, Any]], max_tokens: int, stream: bool, key: str
     ) -> AsyncIterator[str]:
-        """Tiered inference: primary, fallback model, then cached or rule-based."""
+        """Tiered inference: primary, fallback model, then cached or rule-based; with
+        the profile's ``repeat``, self-check rounds before the answer; with its
+        ``candidates``, that many calls at once, one answer kept once all are in."""
+        for _ in range(profile.repeat - 1):
+            try:
+                await one_call(model, messages, max_tokens, stream)
+            except UpstreamFailure as exc:  # a failed round is skipped
+                log_event("self_check_failed", reason=str(exc))
+        if profile.candidates > 1:
+            got = await asyncio.gather(
+                *(one_call(model, messages, max_tokens, stream) for _ in range(profile.candidates)),
+                return_exceptions=True,
+            )
+            answers = [text for text in got if isinstance(text, str) and text]
+            if answers:
+                best = max(answers, key=len)  # the best candidate: the longest answer
+                cache[key] = best
+                yield best
+                return
         tiers = [("primary", model), ("fallback_model", fallback_model)]
         for tier, name in tiers:
             sent_any = False

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, replace
 
 from tracer._errors import ConfigError
 
-__all__ = ["ALIASES", "PROFILES", "STAGE_FIELDS", "Profile", "get_profile"]
+__all__ = ["ALIASES", "CALLS_FIELDS", "PROFILES", "STAGE_FIELDS", "Profile", "get_profile"]
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,8 @@ class Profile:
     the model server's speedup. ``jitter`` is the relative spread (0.1 = +-10%).
     ``retrieval_ms`` and ``keyword_ms``: after ``context_ms``, context assembly runs a
     retrieval and a keyword search in parallel (sub-stages ``context.retrieval`` and
-    ``context.keyword``; none when both are 0), as a RAG chain does.
+    ``context.keyword``; none when both are 0), as a RAG chain does. ``repeat`` and
+    ``candidates``: how many times the app calls the model for an answer.
     """
 
     name: str
@@ -35,6 +36,12 @@ class Profile:
     jitter: float = 0.1
     retrieval_ms: float = 0.0
     keyword_ms: float = 0.0
+    #: the app calls the model this many times in sequence (a self-check round before
+    #: the answer: 2), the last call giving the answer
+    repeat: int = 1
+    #: the app calls the model this many times in parallel, waits for all and keeps
+    #: one answer (best-of-N)
+    candidates: int = 1
 
     def outside_model_ms(self) -> float:
         """Time outside the model per request (both network legs counted)."""
@@ -92,13 +99,21 @@ STAGE_FIELDS = {
 }
 
 
+#: Profile changes that set how many calls the app makes for an answer.
+CALLS_FIELDS = ("repeat", "candidates")
+#: The most calls of either.
+MAX_CALLS = 64
+
+
 def get_profile(name: str) -> Profile:
     """The profile called ``name``, or ``NAME,STAGE=K,...``: that profile with each
     STAGE K times faster (``lan,inference.prefill=10,auth=0.5``), to measure for real
-    what a what-if projects.
+    what a what-if projects; ``repeat=N`` (the model called N times in sequence) and
+    ``candidates=N`` (N times in parallel, one answer kept) make the calls a what-if's
+    ``--repeat`` and ``--fanout`` project (``lan,inference=10,repeat=2``).
 
     Raises:
-        ConfigError: no such profile, stage or factor.
+        ConfigError: no such profile, stage or factor, or a bad number of calls.
     """
     base, *changes = [part.strip() for part in name.split(",")]
     try:
@@ -107,6 +122,16 @@ def get_profile(name: str) -> Profile:
         raise ConfigError(f"profile must be one of {', '.join(PROFILES)}, got {base!r}") from None
     for change in changes:
         stage, _, factor = change.partition("=")
+        if stage in CALLS_FIELDS:
+            if not factor.isdigit() or not 1 <= int(factor) <= MAX_CALLS:
+                raise ConfigError(
+                    f"a profile's {stage}=N must be a whole number from 1 to {MAX_CALLS}, "
+                    f"got {change!r}"
+                )
+            profile = replace(
+                profile, name=f"{profile.name},{stage}={factor}", **{stage: int(factor)}
+            )
+            continue
         try:
             k = float(factor)
         except ValueError:
@@ -114,7 +139,8 @@ def get_profile(name: str) -> Profile:
         if stage not in STAGE_FIELDS or not 0 < k < float("inf"):
             raise ConfigError(
                 f"a profile change must be STAGE=K with STAGE one of "
-                f"{', '.join(STAGE_FIELDS)} and K a positive number, got {change!r}"
+                f"{', '.join(STAGE_FIELDS)} and K a positive number, or repeat=N or "
+                f"candidates=N, got {change!r}"
             )
         profile = replace(
             profile,

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from demo_app.run import DemoResult
+from demo_app.run import DemoBuys, DemoResult
 from tracer.analysis import exemplar_waterfalls, render
 from tracer.analysis.render.json_out import number
 from tracer.analysis.render.sections import Section, fmt_ratio
@@ -83,8 +84,32 @@ def demo_sections(result: DemoResult, jaeger_url: str = "") -> list[Section]:
         f"    hoptrace report {store} --run '{run}:baseline' --stage inference --speedup {k} "
         "-o report.html",
     ]
+    if result.buys is not None:
+        summary.notes.append(_buys_text(result.buys, k))
     sections.append(summary)
     return sections
+
+
+def _buys_text(buys: DemoBuys, k: str) -> str:
+    """What the faster model affords, in calls: one sentence."""
+    text = (
+        f"what {k}x buys: a self-check round (the model called twice in sequence) costs "
+        f"{buys.self_check_p50_ms - buys.faster_p50_ms:+,.0f} ms at P50, best-of-3 (three "
+        f"calls in parallel) {buys.best_of_3_p50_ms - buys.faster_p50_ms:+,.0f} ms"
+    )
+    most = buys.afford
+    if most is None:
+        return text
+    limit = most.slo.limit_ms("e2e") or 0.0
+    within = f"within the baseline's P90 (e2e <= {limit:,.0f} ms) for {most.target * 100:.0f}%"
+    if most.calls == 0:
+        return f"{text}; {within}, not even one call fits"
+    more = " or more" if most.calls >= most.bound else ""
+    return (
+        f"{text}; {within}, {most.calls}{more} sequential calls fit (P50 "
+        f"{most.p50_ms:,.0f} ms, P90 {most.p90_ms:,.0f} ms; projected from the baseline's "
+        f"traces, {most.model} model)"
+    )
 
 
 def demo_dict(result: DemoResult) -> dict[str, Any]:
@@ -112,6 +137,7 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
             ],
         },
         "phases": [render.whatif_dict(w) for w in result.phases],
+        "buys": None if result.buys is None else _buys_dict(result.buys),
         "fallback_tiers": result.tiers,
         "tracing_cost": None
         if result.overhead is None
@@ -130,6 +156,25 @@ def demo_dict(result: DemoResult) -> dict[str, Any]:
     }
 
 
+def _buys_dict(buys: DemoBuys) -> dict[str, Any]:
+    most = buys.afford
+    return {
+        "faster_p50_ms": number(buys.faster_p50_ms),
+        "self_check_p50_ms": number(buys.self_check_p50_ms),
+        "best_of_3_p50_ms": number(buys.best_of_3_p50_ms),
+        "most_sequential_calls": None
+        if most is None
+        else {
+            "calls": most.calls,
+            "slo": most.slo.as_dict(),
+            "attainment_target": number(most.target),
+            "p50_ms": number(most.p50_ms),
+            "p90_ms": number(most.p90_ms),
+            "model": most.model,
+        },
+    }
+
+
 def demo_page(result: DemoResult, jaeger_url: str = "") -> render.Report:
     """One page: the candidate's shares and waterfalls, the projection, the comparison."""
     k = f"{result.answer.speedup:g}"
@@ -138,7 +183,10 @@ def demo_page(result: DemoResult, jaeger_url: str = "") -> render.Report:
         source=f"{result.store_path}, runs {result.demo_id}:baseline and "
         f"{result.demo_id}:candidate",
         analysis=result.candidate,
-        whatif=result.projection,
+        # What the faster model affords in calls, under the what-if's table.
+        whatif=result.projection
+        if result.buys is None
+        else dataclasses.replace(result.projection, afford=result.buys.afford),
         comparison=result.comparison,
         # The candidate's exemplars as measured, and the baseline's P50 exemplar as the
         # what-if projects it (drawn in the what-if view).

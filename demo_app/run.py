@@ -26,17 +26,23 @@ from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
 from tracer._setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
+from tracer.analysis.checks.slo import Slo
 from tracer.analysis.loaders.arrival import wait_for_traces
 from tracer.analysis.model.substages import covers
 from tracer.analysis.split import split_traces
+from tracer.analysis.whatif.afford import Afford, most_calls
 from tracer.analysis.whatif.answer import Question, answer
+from tracer.analysis.whatif.retime import Projection
+from tracer.analysis.whatif.scenario import Fanout, Repeat
 
 __all__ = [
     "DEMO_SERVICES",
     "DemoAnswer",
+    "DemoBuys",
     "DemoResult",
     "Progress",
     "demo_answer",
+    "demo_buys",
     "demo_projections",
     "run_demo",
 ]
@@ -72,6 +78,22 @@ class DemoAnswer:
 
 
 @dataclass(frozen=True, slots=True)
+class DemoBuys:
+    """What the faster model affords, projected from the baseline's own traces as
+    ``hoptrace whatif`` answers it: a self-check round (the model called twice in
+    sequence), best-of-3 (three calls in parallel), and the most sequential calls
+    that keep 90% of requests within the baseline's P90."""
+
+    #: end-to-end P50 (ms) with the faster model alone, with a self-check round, with
+    #: best-of-3
+    faster_p50_ms: float
+    self_check_p50_ms: float
+    best_of_3_p50_ms: float
+    #: the most sequential calls that fit (:class:`tracer.analysis.afford.Afford`)
+    afford: Afford | None
+
+
+@dataclass(frozen=True, slots=True)
 class DemoResult:
     """Both runs, the projection, the comparison and the answer."""
 
@@ -92,6 +114,8 @@ class DemoResult:
     tiers: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     #: What tracing cost per request, measured on traced and untraced loopback copies.
     overhead: Overhead | None = None
+    #: What the faster model affords in calls (None: not projected).
+    buys: DemoBuys | None = None
 
 
 def demo_answer(
@@ -216,7 +240,13 @@ def run_demo(
         ],
     )
     phases = tuple(rest)
+    try:
+        buys = demo_buys(baseline_traces, speedup, projection)
+    except HoptraceError as exc:  # the demo's answer stands without it
+        report("failed", f"what the faster model affords not projected: {exc}", 0, 0)
+        buys = None
     return DemoResult(
+        buys=buys,
         demo_id=demo_id,
         profile=profile,
         store_path=store_path,
@@ -242,6 +272,33 @@ def demo_projections(traces: TraceSet, speedup: float, stages: list[str]) -> lis
     answered as ``hoptrace whatif`` answers it (:func:`tracer.analysis.whatif.answer.answer`:
     the same model for the whole model and each part of it)."""
     return [answer(what_if(traces, stage, speedup), lambda: traces, Question()) for stage in stages]
+
+
+#: The load model's simulated requests for each number of calls the search tries.
+SEARCH_REQUESTS = 600
+
+
+def demo_buys(traces: TraceSet, speedup: float, faster: WhatIf) -> DemoBuys:
+    """What the model ``speedup`` times faster affords (:class:`DemoBuys`), answered
+    as ``hoptrace whatif --repeat/--fanout`` answers it."""
+    stage = attrs.INFERENCE
+
+    def p50(change: Repeat | Fanout) -> float:
+        w = what_if(traces, stage, speedup, changes=(change,))
+        scenario = Projection(stage, speedup, (change,)).scenario
+        return answer(w, lambda: traces, Question(), scenario=scenario).after.p50
+
+    limit = analyze(traces).e2e.p90
+    question = Question(slo=Slo((("e2e", float(limit)),)))
+    most = most_calls(
+        traces, Projection(stage, speedup), stage, False, question, requests=SEARCH_REQUESTS
+    )
+    return DemoBuys(
+        faster_p50_ms=faster.after.p50,
+        self_check_p50_ms=p50(Repeat(stage, 2)),
+        best_of_3_p50_ms=p50(Fanout(stage, 3)),
+        afford=most.afford if isinstance(most.afford, Afford) else None,
+    )
 
 
 def _tiers(traces: TraceSet) -> dict[str, int]:

@@ -112,10 +112,12 @@ def most_calls(
     question: Question,
     stage_map: StageMap | None = None,
     cost_one: float | None = None,
+    requests: int = 3000,
 ) -> WhatIf:
     """The what-if at the most calls of ``stage`` that fit ``question.slo`` (at one call
     when none does), with :class:`Afford` in its ``afford``. ``base`` holds the rest
-    of the change (the speedup); ``cost_one`` the cost of a request as measured.
+    of the change (the speedup); ``cost_one`` the cost of a request as measured;
+    ``requests``: the load model's simulated requests for each N.
 
     Raises:
         ConfigError: no SLO, or a bench sweep (several runs) to search over.
@@ -141,13 +143,14 @@ def most_calls(
         if answered.model == "load":
             if "run" not in state:
                 state["run"] = run_of(traces, question, stage_map)
-                state["stretch"] = calibrate(state["run"])  # type: ignore[arg-type]
+                state["stretch"] = calibrate(state["run"], requests)  # type: ignore[arg-type]
             run = state["run"]
             got = project_load(
                 run,  # type: ignore[arg-type]
                 projection.scenario,
                 slo=slo,
                 stretch=state["stretch"],  # type: ignore[arg-type]
+                requests=requests,
             )
             w = with_load(w, got, load_reason(run, got.arrivals))  # type: ignore[arg-type]
             share = got.attainment[1] if got.attainment is not None else 0.0
