@@ -54,12 +54,14 @@ def calls_plan(
     speedup: float | None,
     repeat: tuple[str, ...],
     fanout: tuple[str, ...],
+    slo: str | None = None,
 ) -> CallsPlan | None:
     """The what-if the options ask for (None: none), checked before any trace is read.
 
     Raises:
         ConfigError: --stage without --speedup (or the reverse), a bad --repeat or
-            --fanout, more than one of them left at max, or max with a stage's calls.
+            --fanout, more than one of them left at max, max without ``slo``, or two
+            changes calling one stage.
     """
     from tracer.analysis.whatif.retime import Projection
     from tracer.analysis.whatif.scenario import Fanout, Repeat, parse_calls
@@ -75,6 +77,11 @@ def calls_plan(
                 changes.append(kind(name, n))
             elif search is not None:
                 raise ConfigError("only one --repeat or --fanout can be max")
+            elif slo is None:
+                raise ConfigError(
+                    f"{option} {name}=max needs --slo (e.g. --slo e2e=2s): the most calls "
+                    "that still meet it"
+                )
             else:
                 search = (name, kind is Fanout)
     if stage is None and not changes and search is None:

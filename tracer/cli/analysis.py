@@ -233,7 +233,7 @@ def whatif(
     # A bad option fails before any trace is read.
     question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
     prices = parse_prices(price)
-    plan = calls_plan(stage, speedup, repeat, fanout)
+    plan = calls_plan(stage, speedup, repeat, fanout, slo)
     if plan is None:
         raise ConfigError("give --stage and --speedup, --repeat or --fanout")
     if plan.search is not None and split_by is not None:
@@ -389,7 +389,7 @@ def report(
     from tracer.analysis import render
 
     question = load_question(model, capacities, cores, cpu_per_request_ms, slo)
-    plan = calls_plan(whatif_stage, speedup, repeat, fanout)
+    plan = calls_plan(whatif_stage, speedup, repeat, fanout, slo)
     loaded = None
     if plan is not None and plan.needs_traces():
         loaded = selection.load(sources)
