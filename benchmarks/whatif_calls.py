@@ -1,0 +1,121 @@
+"""More calls of the model, projected against real runs.
+
+For each configuration (profile, gateway pool, load, calls, N, K): ``hoptrace serve``
+with the profile as it is (one call a request), benched with ``hoptrace bench``; then
+``hoptrace serve`` with the app really calling the model N times and the model K times
+faster (``--profile 'lan,inference=10,repeat=2'``: N calls in sequence;
+``candidates=3``: N in parallel, one answer kept), benched the same way; then
+``hoptrace whatif`` of the single-call run (``--stage inference --speedup K --repeat
+inference=N``, or ``--fanout``) with ``--model load`` and ``--model retime`` against the
+second run's measured P50 and P90. The runs, the bench and the projection are those of
+``benchmarks/whatif_load.py`` (imported, not copied).
+
+    python benchmarks/whatif_calls.py                 # the whole protocol
+    python benchmarks/whatif_calls.py --only 0,3      # some configurations
+    python benchmarks/whatif_calls.py --requests 8 --warmup 2 --only 0   # a smoke run
+    python benchmarks/whatif_calls.py --keep /tmp/wc  # keep the runs (reused next time)
+
+Prints one row per configuration and model, and the median and worst error of each
+model at P50 and P90.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from whatif_load import _bench, _hoptrace  # noqa: E402
+
+#: (profile, gateway pool (0: unlimited), load (cN clients or rR requests/s),
+#: calls ("repeat": in sequence, "candidates": in parallel), N, K (the model K times faster))
+CONFIGS = [
+    ("lan", 0, "c8", "repeat", 2, 1),
+    ("lan", 0, "c8", "candidates", 2, 1),
+    ("lan", 0, "c8", "repeat", 3, 10),
+    ("lan", 0, "c8", "candidates", 3, 10),
+    ("lan", 0, "c8", "repeat", 2, 100),
+    ("lan", 0, "c8", "candidates", 3, 100),
+    ("lan", 4, "c16", "repeat", 2, 10),
+    ("lan", 4, "c16", "candidates", 3, 10),
+    # Open loops, the pool's capacity in mind: a lan request holds a gateway worker
+    # about 650 ms with one call, so a pool of 8 answers about 12/s.
+    ("lan", 8, "r4", "repeat", 2, 10),
+    ("lan", 8, "r4", "candidates", 3, 10),
+    ("lan", 0, "r6", "repeat", 3, 100),
+    ("lan", 0, "r6", "candidates", 2, 100),
+]
+
+
+def _whatif(store: Path, run: str, calls: str, n: int, k: float, model: str) -> dict | str:
+    """The projection's JSON, or the one line of a model that declined."""
+    option = "--repeat" if calls == "repeat" else "--fanout"
+    speed = ("--stage", "inference", "--speedup", f"{k:g}") if k != 1 else ()
+    out = _hoptrace(
+        "whatif", str(store), "--run", run, *speed, option, f"inference={n}",
+        "--model", model, "--format", "json",
+    )  # fmt: skip
+    if out.returncode:
+        line = out.stderr.strip()
+        if "\n" not in line and line.startswith("hoptrace: error:"):
+            return line
+        raise SystemExit(f"whatif failed: {line[-400:]}")
+    return json.loads(out.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="configuration numbers, comma-separated")
+    parser.add_argument("--requests", type=int, default=96)
+    parser.add_argument("--warmup", type=int, default=32)
+    parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
+    args = parser.parse_args()
+    picked = [int(x) for x in args.only.split(",")] if args.only else range(len(CONFIGS))
+    errors: dict[str, list[float]] = {"load": [], "retime": []}
+    print("# | profile | pool | load | change | model | P50 projected / measured | "
+          "P90 projected / measured")  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(args.keep or scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
+        for i in picked:
+            profile, pool, load, calls, n, k = CONFIGS[i]
+            # One single-call run per profile, pool and load, projected for each change.
+            store = tmp / f"one-{profile}-{pool}-{load}.db"
+            base = _bench(store, profile, pool, load, args.requests, args.warmup)
+            speed = f",inference={k:g}" if k != 1 else ""
+            real = f"{profile}{speed},{calls}={n}"
+            cand = _bench(tmp / f"calls{i}.db", real, pool, load, args.requests, args.warmup)
+            measured = cand["e2e_ms"]
+            change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
+            print(f"{i}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            for model in ("load", "retime"):
+                got = _whatif(store, base["run"], calls, n, k, model)
+                head = f"{i} | {profile} | {pool or 'unlimited'} | {load} | {change} | {model}"
+                if isinstance(got, str):
+                    print(f"{head} | declined: {got}", flush=True)
+                    continue
+                after = got["after_ms"]
+                e50 = after["p50"] / measured["p50"] - 1
+                e90 = after["p90"] / measured["p90"] - 1
+                errors[model] += [abs(e50), abs(e90)]
+                print(
+                    f"{head} | {after['p50']:,.0f} / {measured['p50']:,.0f} ms ({e50:+.0%}) | "
+                    f"{after['p90']:,.0f} / {measured['p90']:,.0f} ms ({e90:+.0%})",
+                    flush=True,
+                )
+    for model, errs in errors.items():
+        if errs:
+            print(
+                f"{model}: median error {statistics.median(errs):.1%}, worst {max(errs):.1%} "
+                f"over {len(errs) // 2} configurations (P50 and P90)"
+            )
+
+
+if __name__ == "__main__":
+    main()
