@@ -53,6 +53,17 @@ def test_demo_prints_both_runs_the_projection_and_the_answer(tmp_path):
     assert cost and abs(float(cost.group(1))) < 50  # a measured number, not a placeholder
     # Progress went to stderr, the report to stdout.
     assert "candidate (model x100)" in done.stderr and "candidate (model x100)" not in out
+    # The answer ends with what the faster model buys in calls, from the baseline run.
+    buys = re.search(
+        r"what 100x buys: a self-check round \(the model called twice in sequence\) costs "
+        r"\+([\d,]+) ms at P50, best-of-3 \(three calls in parallel\) \+([\d,]+) ms; within "
+        r"the baseline's P90 \(e2e <= ([\d,]+) ms\) for 90%, (\d+)(?: or more)? sequential "
+        r"calls fit \(P50 ([\d,]+) ms",
+        flat,
+    )
+    assert buys, flat[-1500:]
+    assert 0 < int(buys.group(1)) < 100 and int(buys.group(4)) >= 2
+    assert flat.rstrip().endswith("model)")
 
 
 def test_demo_html_page(tmp_path):
