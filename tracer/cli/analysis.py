@@ -95,7 +95,9 @@ def _waterfalls(result: Any, traces: Any, query: Any, sources: Any, w: Any = Non
 
     if traces is None:
         traces = exemplar_traces(sources, result, query)
-    return exemplar_waterfalls(result, traces, query.stage_map, w and (w.stage, w.speedup))
+    # The projected waterfall retimes the stage faster; a change with calls has none.
+    projected = (w.stage, w.speedup) if w is not None and not w.calls else None
+    return exemplar_waterfalls(result, traces, query.stage_map, projected)
 
 
 def _report(
