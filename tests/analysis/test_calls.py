@@ -58,7 +58,13 @@ def test_calls_in_sequence_on_an_idle_chain_add_n_minus_1_times_the_call():
     assert w.before.p50 == 1600.0 and w.after.p50 == pytest.approx(1600.0 + 2 * 1020.0)
     # The first token comes in the last call: after the two before it.
     assert w.ttft_after is not None and w.ttft_after.p50 == pytest.approx(640.0 + 2 * 1020.0)
-    assert w.calls == (("inference", 3, False),)
+    assert w.calls == (("inference", 3, False),) and not w.messages
+    nothing = what_if(traces, "inference", 1.0, changes=(Repeat("disk", 3),))
+    assert nothing.after == nothing.before
+    assert nothing.messages == (
+        "no span on the critical path is in stage 'disk': disk called 3 times in sequence "
+        "changes nothing there",
+    )
     # 10x faster too: each call 20 + 100 ms.
     fast = what_if(traces, "inference", 10.0, changes=(Repeat("inference", 3),))
     assert fast.after.p50 == pytest.approx(700.0 + 2 * 120.0)

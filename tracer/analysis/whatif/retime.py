@@ -272,6 +272,12 @@ class Projection:
                 f"no span is in stage {self.stage!r}; the stages in these traces are: "
                 + ", ".join(sorted(before_groups))
             )
+        for change in self.changes:
+            if not any(covers(change.stage, k) for k in before_groups):
+                warnings.note(
+                    f"no span on the critical path is in stage {change.stage!r}: "
+                    f"{change.describe()} changes nothing there"
+                )
         after_groups = _sums(p.after_groups, names, w)
         b = stats(columns.e2e_ns / NS_PER_MS, sketched, w)
         a = stats(p.after_ns / NS_PER_MS, sketched, w)
