@@ -89,7 +89,7 @@ class DemoBuys:
     faster_p50_ms: float
     self_check_p50_ms: float
     best_of_3_p50_ms: float
-    #: the most sequential calls that fit (:class:`tracer.analysis.afford.Afford`)
+    #: the most sequential calls that fit (:class:`tracer.analysis.whatif.afford.Afford`)
     afford: Afford | None
 
 

@@ -8,16 +8,24 @@ from __future__ import annotations
 import pytest
 
 from tests.analysis.test_loadmodel import T0, _pool_run, _traceset
+from tests.synthetic import chain_trace
 from tracer import attributes as attrs
 from tracer._errors import ConfigError
-from tracer.analysis.afford import Afford, most_calls
-from tracer.analysis.answer import Question
-from tracer.analysis.loadmodel import project_load
-from tracer.analysis.loadrun import load_run
-from tracer.analysis.scenario import ONE, Calls, Combined, Fanout, Faster, Repeat, parse_calls
-from tracer.analysis.slo import parse_slo
-from tracer.analysis.synthetic import chain_trace
-from tracer.analysis.whatif import Projection, what_if
+from tracer.analysis.checks.slo import parse_slo
+from tracer.analysis.whatif.afford import Afford, most_calls
+from tracer.analysis.whatif.answer import Question
+from tracer.analysis.whatif.loadmodel import project_load
+from tracer.analysis.whatif.loadrun import load_run
+from tracer.analysis.whatif.retime import Projection, what_if
+from tracer.analysis.whatif.scenario import (
+    ONE,
+    Calls,
+    Combined,
+    Fanout,
+    Faster,
+    Repeat,
+    parse_calls,
+)
 
 S = 1_000_000_000
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.analysis.test_loadmodel import T0, _pool_run
 from tests.helpers import hoptrace
-from tracer.analysis.synthetic import chain_trace, to_otlp_json
+from tests.synthetic import chain_trace, to_otlp_json
 
 S = 1_000_000_000
 

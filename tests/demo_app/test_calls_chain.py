@@ -31,7 +31,7 @@ def test_a_profile_sets_the_calls_the_app_makes():
 
 
 def _run(tmp_path, profile: str, requests: int = 8):
-    from tracer.analysis.arrival import wait_for_traces
+    from tracer.analysis.loaders.arrival import wait_for_traces
 
     store = tmp_path / f"{profile.replace(',', '_')}.db"
     with Chain(store, profile=profile) as chain:
@@ -57,7 +57,7 @@ def test_the_app_makes_the_calls_and_the_projection_follows(tmp_path):
     """One client, one request at a time (no load): the retiming of the single-call run
     projects the runs whose app really makes the calls."""
     from tracer.analysis import analyze, what_if
-    from tracer.analysis.scenario import Fanout, Repeat
+    from tracer.analysis.whatif.scenario import Fanout, Repeat
 
     base = _run(tmp_path, "lan")
     for profile, change, calls in (

@@ -381,7 +381,7 @@ def answer_whatif(
     traces: Any = None,
 ) -> Any:
     """The what-if ``plan`` asks answered (:func:`under_load`), or with ``=max`` the
-    most calls that fit the SLO (:func:`tracer.analysis.afford.most_calls`); with
+    most calls that fit the SLO (:func:`tracer.analysis.whatif.afford.most_calls`); with
     ``prices``, the cost of a request before and after."""
     from tracer.analysis.checks.cost import cost_after, cost_per_request
 
@@ -411,7 +411,7 @@ def under_load(
     scenario: Any = None,
     loaded: Any = None,
 ) -> Any:
-    """The what-if answered as ``question`` asks (:func:`tracer.analysis.answer.answer`,
+    """The what-if answered as ``question`` asks (:func:`tracer.analysis.whatif.answer.answer`,
     the one place that picks the model: ``docs/whatif.md``) for ``scenario`` (default:
     the stage faster); says which model on stderr. ``loaded``: the traces, when read."""
     from tracer.analysis.whatif.answer import answer

@@ -1,11 +1,11 @@
 """The most calls that fit an SLO (``docs/whatif.md``, more calls): with
 ``--repeat STAGE=max`` or ``--fanout STAGE=max`` and ``--slo``, the largest N whose
 SLO attainment still holds after the change, searched upward from one call to
-:data:`~tracer.analysis.scenario.MAX_CALLS` (doubling, then halving the gap).
+:data:`~tracer.analysis.whatif.scenario.MAX_CALLS` (doubling, then halving the gap).
 
 "Holds" is the bench's rule for a level meeting its SLO: at least the attainment
 target (``hoptrace bench --slo-attainment``, 90% of requests) meet every limit. Each N
-is answered with the model :func:`~tracer.analysis.answer.answer` picks for the run
+is answered with the model :func:`~tracer.analysis.whatif.answer.answer` picks for the run
 (the load model's calibration found once), so its P50, P90, goodput and attainment
 are those ``hoptrace whatif`` prints for that N.
 

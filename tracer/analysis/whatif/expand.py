@@ -1,5 +1,5 @@
 """More calls of a stage, in both models (``docs/whatif.md``, more calls): what a
-scenario's :meth:`~tracer.analysis.scenario.Scenario.calls` does to a request.
+scenario's :meth:`~tracer.analysis.whatif.scenario.Scenario.calls` does to a request.
 
 A call is the outermost span of the stage (its parent is not in it) with its subtree:
 the app's call to the model, with the model server's span and its queue, prefill and

@@ -87,7 +87,7 @@ class WhatIf:
     #: scale with its calls)
     cost_per_request: tuple[float, float] | None = None
     #: with ``--repeat/--fanout STAGE=max`` and an SLO: the most calls that fit
-    #: (:class:`tracer.analysis.afford.Afford`)
+    #: (:class:`tracer.analysis.whatif.afford.Afford`)
     afford: object | None = None
 
     @property
@@ -121,8 +121,8 @@ def what_if(
     changes: tuple[Scenario, ...] = (),
 ) -> WhatIf:
     """Project ``stage`` being ``speedup`` times faster onto every trace, with
-    ``changes`` (more calls: :class:`~tracer.analysis.scenario.Repeat`,
-    :class:`~tracer.analysis.scenario.Fanout`) too.
+    ``changes`` (more calls: :class:`~tracer.analysis.whatif.scenario.Repeat`,
+    :class:`~tracer.analysis.whatif.scenario.Fanout`) too.
 
     Raises:
         ConfigError: ``speedup`` is not positive, or no trace has ``stage``.
