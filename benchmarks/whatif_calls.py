@@ -22,7 +22,6 @@ model at P50 and P90.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, _hoptrace  # noqa: E402
+from whatif_load import _bench, _whatif  # noqa: E402
 
 #: (profile, gateway pool (0: unlimited), load (cN clients or rR requests/s),
 #: calls ("repeat": in sequence, "candidates": in parallel), N, K (the model K times faster))
@@ -53,20 +52,11 @@ CONFIGS = [
 ]
 
 
-def _whatif(store: Path, run: str, calls: str, n: int, k: float, model: str) -> dict | str:
-    """The projection's JSON, or the one line of a model that declined."""
+def _change(calls: str, n: int, k: float) -> tuple[str, ...]:
+    """The ``whatif`` options of a configuration: the calls, and the model K times faster."""
     option = "--repeat" if calls == "repeat" else "--fanout"
     speed = ("--stage", "inference", "--speedup", f"{k:g}") if k != 1 else ()
-    out = _hoptrace(
-        "whatif", str(store), "--run", run, *speed, option, f"inference={n}",
-        "--model", model, "--format", "json",
-    )  # fmt: skip
-    if out.returncode:
-        line = out.stderr.strip()
-        if "\n" not in line and line.startswith("hoptrace: error:"):
-            return line
-        raise SystemExit(f"whatif failed: {line[-400:]}")
-    return json.loads(out.stdout)
+    return (*speed, option, f"inference={n}")
 
 
 def main() -> None:
@@ -95,7 +85,7 @@ def main() -> None:
             change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
             print(f"{i}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             for model in ("load", "retime"):
-                got = _whatif(store, base["run"], calls, n, k, model)
+                got = _whatif(store, base["run"], model, *_change(calls, n, k))
                 head = f"{i} | {profile} | {pool or 'unlimited'} | {load} | {change} | {model}"
                 if isinstance(got, str):
                     print(f"{head} | declined: {got}", flush=True)

@@ -135,11 +135,11 @@ def _bench(store: Path, profile: str, pool: int, load: str, requests: int, warmu
     return level
 
 
-def _whatif(store: Path, run: str, stage: str, k: float, model: str) -> dict | str:
-    """The projection's JSON, or the one line of a model that declined."""
+def _whatif(store: Path, run: str, model: str, *change: str) -> dict | str:
+    """The projection's JSON of ``change`` (``whatif`` options), or the one line of a
+    model that declined."""
     out = _hoptrace(
-        "whatif", str(store), "--run", run, "--stage", stage, "--speedup", str(k),
-        "--model", model, "--format", "json",
+        "whatif", str(store), "--run", run, *change, "--model", model, "--format", "json",
     )  # fmt: skip
     if out.returncode:
         line = out.stderr.strip()
@@ -175,7 +175,7 @@ def main() -> None:
             # How busy the host was (others' work shifts between the two runs).
             print(f"{n}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
             for model in ("load", "retime"):
-                got = _whatif(store, base["run"], stage, k, model)
+                got = _whatif(store, base["run"], model, "--stage", stage, "--speedup", str(k))
                 if isinstance(got, str):
                     print(f"{n} | {profile} | {pool or 'unlimited'} | {load} | {stage} "
                           f"x{k:g} | {model} | declined: {got}", flush=True)  # fmt: skip

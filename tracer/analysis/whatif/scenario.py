@@ -21,7 +21,7 @@ protocol; nothing else needs to know it. Changes combine (:class:`Combined`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from tracer._errors import ConfigError
 from tracer.analysis.model.substages import covers
@@ -132,7 +132,40 @@ def _check_calls(option: str, stage: str, n: int) -> None:
 
 
 @dataclass(frozen=True, slots=True)
-class Repeat:
+class _MoreCalls:
+    """``stage`` (with its sub-stages) called ``n`` times, each call as fast as
+    measured; how they are arranged is the subclass's.
+
+    Raises:
+        ConfigError: ``n`` is not a whole number from 1 to :data:`MAX_CALLS`.
+    """
+
+    stage: str
+    n: int
+
+    #: the option that asks for it, and whether its calls run in parallel
+    _OPTION: ClassVar[str] = ""
+    _PARALLEL: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _check_calls(self._OPTION, self.stage, self.n)
+
+    @property
+    def speedup(self) -> float:
+        """As fast as measured."""
+        return 1.0
+
+    def factor(self, stage: str) -> float:
+        """1: each call takes its time."""
+        return 1.0
+
+    def calls(self, stage: str) -> Calls:
+        """``n`` calls for ``stage`` and its sub-stages (else one)."""
+        return Calls(self.n, self._PARALLEL, self.stage) if covers(self.stage, stage) else ONE
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat(_MoreCalls):
     """``stage`` (with its sub-stages) called ``n`` times in sequence: a self-check or a
     revision round before the answer, which the last call gives.
 
@@ -140,24 +173,8 @@ class Repeat:
         ConfigError: ``n`` is not a whole number from 1 to :data:`MAX_CALLS`.
     """
 
-    stage: str
-    n: int
-
-    def __post_init__(self) -> None:
-        _check_calls("--repeat", self.stage, self.n)
-
-    @property
-    def speedup(self) -> float:
-        """As fast as measured."""
-        return 1.0
-
-    def factor(self, stage: str) -> float:
-        """1: each call takes its time."""
-        return 1.0
-
-    def calls(self, stage: str) -> Calls:
-        """``n`` in sequence for ``stage`` and its sub-stages."""
-        return Calls(self.n, False, self.stage) if covers(self.stage, stage) else ONE
+    _OPTION: ClassVar[str] = "--repeat"
+    _PARALLEL: ClassVar[bool] = False
 
     def describe(self) -> str:
         """``STAGE called N times in sequence``."""
@@ -165,7 +182,7 @@ class Repeat:
 
 
 @dataclass(frozen=True, slots=True)
-class Fanout:
+class Fanout(_MoreCalls):
     """``stage`` (with its sub-stages) called ``n`` times in parallel, the request
     waiting for the slowest (best-of-N: the answer is chosen once all are in).
 
@@ -173,24 +190,8 @@ class Fanout:
         ConfigError: ``n`` is not a whole number from 1 to :data:`MAX_CALLS`.
     """
 
-    stage: str
-    n: int
-
-    def __post_init__(self) -> None:
-        _check_calls("--fanout", self.stage, self.n)
-
-    @property
-    def speedup(self) -> float:
-        """As fast as measured."""
-        return 1.0
-
-    def factor(self, stage: str) -> float:
-        """1: each call takes its time."""
-        return 1.0
-
-    def calls(self, stage: str) -> Calls:
-        """``n`` in parallel for ``stage`` and its sub-stages."""
-        return Calls(self.n, True, self.stage) if covers(self.stage, stage) else ONE
+    _OPTION: ClassVar[str] = "--fanout"
+    _PARALLEL: ClassVar[bool] = True
 
     def describe(self) -> str:
         """``best of N STAGE calls in parallel``."""
