@@ -13,6 +13,7 @@ import uuid
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import StreamingResponse
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind
 
 import tracer
@@ -207,8 +208,19 @@ def test_record_pool_marks_the_current_span():
     assert captured.named("clamped").attributes[attrs.POOL_WAIT_NS] == 0
 
 
-def test_record_pool_outside_a_span_does_nothing():
-    tracer.record_pool("gateway", 8, 10)  # no current span: no error
+def test_record_pool_outside_a_span_records_nothing_and_inside_one_records_the_pool():
+    otel = trace.get_tracer("test")
+    with capture_spans() as captured:
+        tracer.record_pool("gateway", 8, 10)  # no current span: nothing to record on
+        with otel.start_as_current_span("after"):
+            pass
+        with otel.start_as_current_span("held"):
+            tracer.record_pool("gateway", 8, -5)
+    after, held = sorted(captured.spans, key=lambda s: s.name)
+    assert not {attrs.POOL_NAME, attrs.POOL_SIZE, attrs.POOL_WAIT_NS} & set(after.attributes)
+    assert held.attributes[attrs.POOL_NAME] == "gateway"
+    assert held.attributes[attrs.POOL_SIZE] == 8
+    assert held.attributes[attrs.POOL_WAIT_NS] == 0  # a negative wait is none
 
 
 def test_demo_gateway_server_span_records_its_worker_pool():
