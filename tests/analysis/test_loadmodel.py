@@ -4,6 +4,8 @@ model it used and why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import orjson
 import pytest
 
@@ -14,7 +16,7 @@ from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import load_run
-from tracer.analysis.whatif.scenario import Faster
+from tracer.analysis.whatif.scenario import Faster, Repeat
 from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
 
 T0 = 1_760_000_000_000_000_000
@@ -219,3 +221,50 @@ def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
     assert projected.after.p50 == pytest.approx(128.2, rel=0.01)
+
+
+def _two_process_run(n: int = 30) -> list[list[Span]]:
+    """One client, 1,000 ms requests: the client's own 100 ms (80 ms of its CPU a
+    request) and a model server's 900 ms (20 ms of its CPU a request)."""
+    traces = []
+    for i in range(n):
+        tid = f"{i + 1:032x}"
+        start = T0 + i * 1000 * MS
+        end = start + 1000 * MS
+        root = Span(
+            tid, f"{2 * i + 1:016x}", None, "bench", "bench request", KIND_INTERNAL,
+            start, end, "client", 0, None,
+            {attrs.BENCH_CONCURRENCY: 1, attrs.RUN: "bench-x-c1", attrs.HOST_CPUS: 8,
+             attrs.PROCESS_CPU_TOTAL_NS: (i + 1) * 80 * MS},
+        )  # fmt: skip
+        model = Span(
+            tid, f"{2 * i + 2:016x}", root.span_id, "model", "generate", KIND_SERVER,
+            start + 100 * MS, end, "inference", 0, None,
+            {attrs.PROCESS_CPU_TOTAL_NS: (i + 1) * 20 * MS},
+        )  # fmt: skip
+        traces.append([root, model])
+    return traces
+
+
+def test_a_stage_served_by_processes_of_its_own_has_their_share_of_the_cpu():
+    run = load_run(_traceset(_two_process_run()))
+    assert dict(run.stage_cpu) == {
+        "client": pytest.approx(0.8),
+        "inference": pytest.approx(0.2),
+    }
+    assert run.cpu_ns_per_request == pytest.approx(100 * MS, rel=0.01)
+
+
+def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
+    # 100 ms of CPU a request, half in line: inference holds 45 ms of it by length
+    # (900 of 1,000 ms), so its waits are 855 ms. Called twice, the model server's 20%
+    # of the CPU comes again: in line 45 + 10 ms, where by length it would be 90. The
+    # CPU per request then rises with the lower throughput, (1000 / x) ** -0.2: the
+    # fixed point is 2 x 855 + 95 + 1.133 x (55 + 5) = 1,873 ms (by length: 1,913).
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    assert dict(run.stage_cpu)["inference"] == pytest.approx(0.2)
+    assert project_load(run, Repeat("inference", 2)).after.p50 == pytest.approx(1873.0, rel=0.002)
+    by_length = replace(run, stage_cpu=())
+    assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
+        1913.2, rel=0.002
+    )

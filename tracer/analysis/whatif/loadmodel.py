@@ -103,13 +103,15 @@ def _steps(
     calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
     in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
     by ``scenario``'s factor for its stage (none: as measured); ``cpu_ns`` per request
-    (default: the run's). A call's copies bring their CPU with them: their stretches'
-    in-line share, and the CPU beside the waits grows with the stretches they add."""
+    (default: the run's). A call's copies bring the CPU of the stage's own processes
+    with them (:func:`_copies`), in line and beside alike."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
+    own = dict(run.stage_cpu)
     out = []
     for k, t in enumerate(run.templates if templates is None else templates):
+        scale, grow = ({}, 1.0) if templates is None else _copies(run.templates[k], t, own)
         nodes = []
         for items in t.nodes:
             steps: list[Step] = []
@@ -118,7 +120,7 @@ def _steps(
                     steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
                     continue
                 part = x.ns / t.busy_ns if t.busy_ns > 0 else 0.0
-                share = cpu * part
+                share = cpu * part * scale.get(_top(x.stage), 1.0)
                 # At the run's own contention, ``stretch`` times the CPU was spent in it.
                 wait = max(x.ns - measured * part * stretch, 0.0)
                 if scenario is not None:
@@ -132,19 +134,48 @@ def _steps(
         if total > cpu:
             # The CPU beside the waits: a branch of its own from the request's start,
             # which the request's end waits for.
-            grow = 1.0
-            if templates is not None:  # a call's copies: their stretches' share too
-                was = _stretched(run.templates[k])
-                grow = _stretched(t) / was if was > 0 else 1.0
             nodes.append((Step(CPU, (total - cpu) * grow),))
             after = (*after, (0,))
         out.append(Graph(tuple(nodes), after))
     return out
 
 
-def _stretched(t: Template) -> float:
-    """The total of a template's stretches (ns)."""
-    return sum(x.ns for node in t.nodes for x in node if isinstance(x, Stretch))
+def _top(stage: str) -> str:
+    return stage.split(".", 1)[0]
+
+
+def _by_stage(t: Template) -> dict[str, float]:
+    """A template's stretches (ns) by top stage."""
+    out: dict[str, float] = {}
+    for node in t.nodes:
+        for x in node:
+            if isinstance(x, Stretch):
+                out[_top(x.stage)] = out.get(_top(x.stage), 0.0) + x.ns
+    return out
+
+
+def _copies(was: Template, now: Template, own: dict[str, float]) -> tuple[dict[str, float], float]:
+    """What a request's copied calls cost in CPU: for each stage with copies, the factor
+    on its stretches' in-line CPU, and the factor on the CPU beside the waits.
+
+    One more call of a stage costs the CPU of the stage's own processes (``own``: their
+    share of the chain's, a model server's for ``inference``): not the chain's relays
+    and the client's, which handle one answer however many calls made it. A stage
+    without processes of its own costs its stretches' share of the CPU by length.
+    """
+    before, after = _by_stage(was), _by_stage(now)
+    busy = was.busy_ns
+    scale: dict[str, float] = {}
+    grow = 1.0
+    for stage, ns in after.items():
+        o = before.get(stage, 0.0)
+        if o <= 0 or ns <= o or busy <= 0:
+            continue
+        calls = ns / o  # the stage's time in calls of it (2: one more)
+        per_call = own.get(stage, o / busy)  # a call's share of the CPU per request
+        scale[stage] = (o / busy + (calls - 1) * per_call) / (ns / busy)
+        grow += (calls - 1) * per_call
+    return scale, grow
 
 
 def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulated:

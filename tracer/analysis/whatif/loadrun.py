@@ -72,6 +72,10 @@ class LoadRun:
     unsized: tuple[str, ...]
     in_flight: float
     other_cores: float = 0.0
+    #: each stage's own processes' share of the chain's CPU: the processes all of
+    #: whose spans are in that stage or its sub-stages (a model server's, for
+    #: ``inference``), what one more call of the stage costs in CPU
+    stage_cpu: tuple[tuple[str, float], ...] = ()
 
     @property
     def throughput_per_s(self) -> float:
@@ -138,6 +142,9 @@ def load_run(
     host_cores: list[float] = []
     # Each process's cumulative CPU at its spans' ends, by instance.
     process: dict[str, list[tuple[int, int]]] = {}
+    # Each service's processes, and the top stages its spans are in.
+    instance_of: dict[str, set[str]] = {}
+    stages_of: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
     seen_pools: set[str] = set()
     for trace_id, spans in traceset.traces.items():
@@ -159,6 +166,9 @@ def load_run(
             if isinstance(total, int):
                 instance = str(s.attributes.get(attrs.SERVICE_INSTANCE_ID, s.service))
                 process.setdefault(instance, []).append((s.end_ns, total))
+                instance_of.setdefault(s.service, set()).add(instance)
+        for i, s in enumerate(trace.spans):
+            stages_of.setdefault(s.service, set()).add(trace.stage[i].split(".")[0])
         graph, first = template(trace, sizes, seen_pools)
         templates.append(graph)
         start, end = trace.start[trace.root], trace.end[trace.root]
@@ -182,12 +192,21 @@ def load_run(
     answer_rate = (len(e2e) - 1) / answers_s if answers_s > 0 else 0.0
     # The chain's own processes: each one's CPU over its spans' window, in cores.
     chain_cores = 0.0
-    for points in process.values():
+    cores_of: dict[str, float] = {}
+    for instance, points in process.items():
         if len(points) >= 2:
             points.sort()
             elapsed = points[-1][0] - points[0][0]
             if elapsed > 0:
-                chain_cores += max(points[-1][1] - points[0][1], 0) / elapsed
+                cores_of[instance] = max(points[-1][1] - points[0][1], 0) / elapsed
+                chain_cores += cores_of[instance]
+    stage_cpu: dict[str, float] = {}
+    for service, instances in instance_of.items():
+        top = stages_of.get(service, set())
+        if len(top) == 1 and chain_cores > 0:
+            (name,) = top
+            used = sum(cores_of.get(i, 0.0) for i in instances)
+            stage_cpu[name] = stage_cpu.get(name, 0.0) + used / chain_cores
     host_busy = 0.0
     if len(busy) >= 2:
         busy.sort()
@@ -217,6 +236,7 @@ def load_run(
         clients=clients,
         cores=cores if cpu_ns is not None else None,
         other_cores=others if cpu_ns is not None else 0.0,
+        stage_cpu=tuple(sorted(stage_cpu.items())),
         cpu_ns_per_request=cpu_ns if cores is not None else None,
         pools={k: v for k, v in sizes.items() if k in seen_pools},
         unsized=unsized,
