@@ -90,12 +90,17 @@ def demo_sections(result: DemoResult, jaeger_url: str = "") -> list[Section]:
     return sections
 
 
+def _ms_more(ms: float) -> str:
+    """``+12 ms``; a difference that rounds to nothing is ``+0 ms``, never ``-0 ms``."""
+    return f"{round(ms) or 0:+,d} ms"
+
+
 def _buys_text(buys: DemoBuys, k: str) -> str:
     """What the faster model affords, in calls: one sentence."""
     text = (
         f"what {k}x buys: a self-check round (the model called twice in sequence) costs "
-        f"{buys.self_check_p50_ms - buys.faster_p50_ms:+,.0f} ms at P50, best-of-3 (three "
-        f"calls in parallel) {buys.best_of_3_p50_ms - buys.faster_p50_ms:+,.0f} ms"
+        f"{_ms_more(buys.self_check_p50_ms - buys.faster_p50_ms)} at P50, best-of-3 (three "
+        f"calls in parallel) {_ms_more(buys.best_of_3_p50_ms - buys.faster_p50_ms)}"
     )
     most = buys.afford
     if most is None:
