@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, _whatif  # noqa: E402
+from whatif_load import _bench, _whatif, print_errors  # noqa: E402
 
 #: (profile, gateway pool (0: unlimited), load (cN clients or rR requests/s),
 #: calls ("repeat": in sequence, "candidates": in parallel), N, K (the model K times faster))
@@ -99,12 +98,7 @@ def main() -> None:
                     f"{after['p90']:,.0f} / {measured['p90']:,.0f} ms ({e90:+.0%})",
                     flush=True,
                 )
-    for model, errs in errors.items():
-        if errs:
-            print(
-                f"{model}: median error {statistics.median(errs):.1%}, worst {max(errs):.1%} "
-                f"over {len(errs) // 2} configurations (P50 and P90)"
-            )
+    print_errors(errors)
 
 
 if __name__ == "__main__":

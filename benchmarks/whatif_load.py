@@ -149,6 +149,16 @@ def _whatif(store: Path, run: str, model: str, *change: str) -> dict | str:
     return json.loads(out.stdout)
 
 
+def print_errors(errors: dict[str, list[float]]) -> None:
+    """Each model's median and worst error (P50 and P90 errors, two a configuration)."""
+    for model, errs in errors.items():
+        if errs:
+            print(
+                f"{model}: median error {statistics.median(errs):.1%}, worst {max(errs):.1%} "
+                f"over {len(errs) // 2} configurations (P50 and P90)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="configuration numbers, comma-separated")
@@ -192,12 +202,7 @@ def main() -> None:
                     f"{got['model_reason'][:90]}",
                     flush=True,
                 )
-    for model, errs in errors.items():
-        if errs:
-            print(
-                f"{model}: median error {statistics.median(errs):.1%}, worst {max(errs):.1%} "
-                f"over {len(errs) // 2} configurations (P50 and P90)"
-            )
+    print_errors(errors)
 
 
 if __name__ == "__main__":
