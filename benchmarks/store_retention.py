@@ -54,6 +54,7 @@ from ingest import PROTO, make_batch, start_collector  # noqa: E402
 from collector import SpanStore  # noqa: E402
 from collector.memory import parse_size  # noqa: E402
 from collector.store import span_row  # noqa: E402
+from demo_app.chain import stop_on_signals  # noqa: E402
 from tracer import attributes as attrs  # noqa: E402
 from tracer.spans.model import Span  # noqa: E402
 
@@ -103,7 +104,12 @@ class _Senders:
                 body = self.template.replace(self.marker, number.to_bytes(8, "big"))
                 began = time.perf_counter()
                 while True:
-                    response = client.post(self.url, content=body, headers=PROTO)
+                    try:
+                        response = client.post(self.url, content=body, headers=PROTO)
+                    except httpx.TransportError:  # the collector is gone (a stopped run)
+                        with self._lock:
+                            self.failed += 1
+                        return
                     if response.status_code not in (429, 503):
                         break
                     time.sleep(float(response.headers.get("retry-after", "1")))
@@ -424,4 +430,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with stop_on_signals():  # SIGTERM stops the collector it started, as Ctrl-C does
+        main()

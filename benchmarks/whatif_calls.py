@@ -21,7 +21,6 @@ model at P50 and P90.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -29,7 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, _whatif, print_errors  # noqa: E402
+from whatif_load import _bench, _whatif, print_errors, protocol_args  # noqa: E402
+
+from demo_app.chain import stop_on_signals  # noqa: E402
 
 #: (profile, gateway pool (0: unlimited), load (cN clients or rR requests/s),
 #: calls ("repeat": in sequence, "candidates": in parallel), N, K (the model K times faster))
@@ -59,13 +60,7 @@ def _change(calls: str, n: int, k: float) -> tuple[str, ...]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", help="configuration numbers, comma-separated")
-    parser.add_argument("--requests", type=int, default=96)
-    parser.add_argument("--warmup", type=int, default=32)
-    parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
-    args = parser.parse_args()
-    picked = [int(x) for x in args.only.split(",")] if args.only else range(len(CONFIGS))
+    args, picked = protocol_args(__doc__, len(CONFIGS))
     errors: dict[str, list[float]] = {"load": [], "retime": []}
     print("# | profile | pool | load | change | model | P50 projected / measured | "
           "P90 projected / measured")  # fmt: skip
@@ -102,4 +97,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with stop_on_signals():  # SIGTERM stops the chain it started, as Ctrl-C does
+        main()

@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from demo_app.chain import stop_on_signals
+
 KEY = "hoptrace-demo-key"
 #: (profile, gateway pool (0: unlimited), load (cN clients or rR requests/s), stage, K)
 CONFIGS = [
@@ -87,6 +89,7 @@ def _hoptrace(*args: str, **kw) -> subprocess.CompletedProcess:
 
 
 def _serve(store: Path, profile: str, pool: int) -> tuple[subprocess.Popen, int, int]:
+    """``hoptrace serve`` started in a process group of its own (not yet answering)."""
     port, otlp = _free_port(), _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracer.cli", "serve", "--port", str(port), "--otlp-port",
@@ -94,6 +97,11 @@ def _serve(store: Path, profile: str, pool: int) -> tuple[subprocess.Popen, int,
          str(pool)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
+    return proc, port, otlp
+
+
+def _ready(port: int) -> None:
+    """Wait for the gateway on ``port``, then for the chain behind it."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -102,7 +110,6 @@ def _serve(store: Path, profile: str, pool: int) -> tuple[subprocess.Popen, int,
         except OSError:
             time.sleep(0.2)
     time.sleep(1.0)  # the chain behind the gateway
-    return proc, port, otlp
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -118,7 +125,8 @@ def _bench(store: Path, profile: str, pool: int, load: str, requests: int, warmu
     if kept.exists():
         return json.loads(kept.read_text())
     proc, port, otlp = _serve(store, profile, pool)
-    try:
+    try:  # stopped however this ends, a signal while it starts included
+        _ready(port)
         env = dict(os.environ, OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp}")
         out = _hoptrace(
             "bench", f"http://127.0.0.1:{port}/v1", "--api-key", KEY, "--requests",
@@ -159,14 +167,20 @@ def print_errors(errors: dict[str, list[float]]) -> None:
             )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def protocol_args(doc: str, configs: int) -> tuple[argparse.Namespace, list[int]]:
+    """The options of a what-if protocol, and the configurations picked."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--only", help="configuration numbers, comma-separated")
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--warmup", type=int, default=32)
     parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
     args = parser.parse_args()
-    picked = [int(x) for x in args.only.split(",")] if args.only else range(len(CONFIGS))
+    picked = [int(x) for x in args.only.split(",")] if args.only else list(range(configs))
+    return args, picked
+
+
+def main() -> None:
+    args, picked = protocol_args(__doc__, len(CONFIGS))
     errors: dict[str, list[float]] = {"load": [], "retime": []}
     print(
         "# | profile | pool | load | change | model | P50 projected / measured | "
@@ -206,4 +220,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with stop_on_signals():  # SIGTERM stops the chain it started, as Ctrl-C does
+        main()

@@ -101,3 +101,30 @@ def fresh_tracer_provider() -> None:
     trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
     trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
     trace._PROXY_TRACER_PROVIDER = trace.ProxyTracerProvider()  # type: ignore[attr-defined]
+
+
+def chain_traces(store: Path, profile: str, requests: int, stream: bool):
+    """Run the demo chain of ``profile`` with its spans in ``store``, send ``requests``
+    traced requests one at a time from a client traced into it, and return their whole
+    traces (every one must arrive, with every service's spans)."""
+    import tracer
+    from demo_app.chain import Chain
+    from demo_app.client import run_requests
+    from tracer.analysis.loaders.arrival import wait_for_traces
+
+    with Chain(store, profile=profile) as chain:
+        fresh_tracer_provider()
+        tracer.setup(service_name="client", endpoint=chain.collector.endpoint)
+        try:
+            results = run_requests(chain.base_url, chain.api_key, requests=requests,
+                                   concurrency=1, run=profile, stream=stream)  # fmt: skip
+            tracer.force_flush()
+            ids = {r.trace_id for r in results if r.status == 200}
+            traces, partial = wait_for_traces(
+                str(store), ids, deadline_s=20.0, since_s=120.0,
+                services=("client", "gateway", "app", "model"),
+            )  # fmt: skip
+        finally:
+            tracer.shutdown()
+    assert len(traces.traces) == requests and partial == 0
+    return traces

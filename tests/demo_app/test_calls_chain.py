@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import tracer
-from demo_app.chain import Chain
-from demo_app.client import run_requests
-from tests.helpers import fresh_tracer_provider
+from tests.helpers import chain_traces
 from tracer.spans.model import KIND_SERVER
 
 
@@ -31,25 +28,7 @@ def test_a_profile_sets_the_calls_the_app_makes():
 
 
 def _run(tmp_path, profile: str, requests: int = 8):
-    from tracer.analysis.loaders.arrival import wait_for_traces
-
-    store = tmp_path / f"{profile.replace(',', '_')}.db"
-    with Chain(store, profile=profile) as chain:
-        fresh_tracer_provider()
-        tracer.setup(service_name="client", endpoint=chain.collector.endpoint)
-        try:
-            results = run_requests(chain.base_url, chain.api_key, requests=requests,
-                                   concurrency=1, run=profile, stream=True)  # fmt: skip
-            tracer.force_flush()
-            ids = {r.trace_id for r in results if r.status == 200}
-            traces, partial = wait_for_traces(
-                str(store), ids, deadline_s=20.0, since_s=120.0,
-                services=("client", "gateway", "app", "model"),
-            )  # fmt: skip
-        finally:
-            tracer.shutdown()
-    assert len(traces.traces) == requests and partial == 0
-    return traces
+    return chain_traces(tmp_path / f"{profile.replace(',', '_')}.db", profile, requests, True)
 
 
 @pytest.mark.integration

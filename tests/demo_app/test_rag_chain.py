@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-import tracer
-from demo_app.chain import Chain
-from demo_app.client import run_requests
-from tests.helpers import fresh_tracer_provider
+from tests.helpers import chain_traces
 from tracer.analysis import analyze
 
 pytestmark = pytest.mark.integration
@@ -22,26 +19,10 @@ def test_the_rag_profile_runs_retrieval_and_keyword_search_in_parallel(tmp_path)
     ms); with retrieval 4x faster (15 ms) it becomes the critical branch, as the
     what-if of the first run projects."""
     from tracer.analysis import what_if
-    from tracer.analysis.loaders.arrival import wait_for_traces
 
     runs = {}
     for profile in ("rag", "rag,context.retrieval=4"):
-        store = tmp_path / f"{len(runs)}.db"
-        with Chain(store, profile=profile) as chain:
-            fresh_tracer_provider()
-            tracer.setup(service_name="client", endpoint=chain.collector.endpoint)
-            try:
-                results = run_requests(chain.base_url, chain.api_key, requests=12,
-                                       concurrency=1, run=profile, stream=False)  # fmt: skip
-                tracer.force_flush()
-                ids = {r.trace_id for r in results if r.status == 200}
-                traces, partial = wait_for_traces(
-                    str(store), ids, deadline_s=20.0, since_s=120.0,
-                    services=("client", "gateway", "app", "model"),
-                )  # fmt: skip
-            finally:
-                tracer.shutdown()
-        assert len(traces.traces) == 12 and partial == 0
+        traces = chain_traces(tmp_path / f"{len(runs)}.db", profile, 12, False)
         runs[profile] = traces
     base = analyze(runs["rag"])
     shares = {g.name: g for g in base.groups}
