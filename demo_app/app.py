@@ -132,16 +132,16 @@ def create_app_app(
 
     async def one_call(
         model: str, messages: list[dict[str, Any]], max_tokens: int, stream: bool
-    ) -> str:
+    ) -> list[str]:
         """One more call of the model (a self-check round, a candidate), in its own
-        inference span; its whole answer."""
+        inference span; its answer as the pieces it came in."""
         with tracer.stage(
             "inference",
             span_name=f"chat {model}",
             **tracer.genai_request("chat", model, max_tokens=max_tokens, stream=stream),
         ) as span:
             span.set_attribute(attrs.FALLBACK_TIER, "primary")
-            return "".join([t async for t in call_model(model, messages, max_tokens, stream)])
+            return [t async for t in call_model(model, messages, max_tokens, stream)]
 
     async def infer(
         model: str, messages: list[dict[str, Any]], max_tokens: int, stream: bool, key: str
@@ -159,11 +159,14 @@ def create_app_app(
                 *(one_call(model, messages, max_tokens, stream) for _ in range(profile.candidates)),
                 return_exceptions=True,
             )
-            answers = [text for text in got if isinstance(text, str) and text]
+            answers = [parts for parts in got if isinstance(parts, list) and parts]
             if answers:
-                best = max(answers, key=len)  # the best candidate: the longest answer
-                cache[key] = best
-                yield best
+                # The best candidate (the longest answer), sent in the pieces it came in,
+                # as a single call's answer is: the client sees the same stream.
+                best = max(answers, key=lambda parts: len("".join(parts)))
+                cache[key] = "".join(best)
+                for text in best:
+                    yield text
                 return
         tiers = [("primary", model), ("fallback_model", fallback_model)]
         for tier, name in tiers:
