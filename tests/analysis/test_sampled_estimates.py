@@ -3,8 +3,6 @@ intervals of shares and percentiles cover the full set's values (seeded, 200 tim
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -40,7 +38,7 @@ def population() -> tuple[list[dict[str, float]], Analysis]:
 
 def _sampled(full: Analysis, keep: np.ndarray, weight: float) -> Analysis:
     cols = full.columns.subset(keep)
-    cols = dataclasses.replace(cols, weight=np.full(int(keep.sum()), weight))
+    cols = cols.replace(weight=np.full(int(keep.sum()), weight))
     return aggregate_columns(cols, "stage", Warnings(), Warnings())
 
 

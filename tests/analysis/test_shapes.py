@@ -10,6 +10,7 @@ import pytest
 
 from tracer.analysis import render
 from tracer.analysis.aggregate import aggregate_table
+from tracer.analysis.attribution import shapes
 from tracer.analysis.attribution.attribute import Attributor
 from tracer.analysis.attribution.batches import ShapeBatcher
 from tracer.analysis.conventions.stage_map import parse_stage_map
@@ -346,3 +347,66 @@ def test_a_skewed_trace_tried_twice_counts_once_toward_giving_up_on_its_shape():
         spans = skewed(i)
         batcher.ticket(spans[0].trace_id, spans, learn=True)
     assert list(batcher._shapes.values()) == [_SCALAR]  # eight different traces: given up
+
+
+class _Rows:
+    """A table that keeps the columns each batch hands it."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[list[str], dict]] = []
+
+    def add_rows(self, ids, columns, projected=None) -> None:
+        self.batches.append((list(ids), dict(columns)))
+
+
+def _learned(monkeypatch, fill):
+    """What a shape learns of the chain's first trace when the schema has a column
+    ``fill`` gives (the column itself does not matter here: only its function)."""
+    monkeypatch.setattr(shapes, "FILLED", (fill,))
+    monkeypatch.setattr(shapes, "filled", lambda trace: {"value": fill(trace)})
+    spans = _trace(0, _SHAPES[0], random.Random(9), odd=False)
+    return shapes.learn(spans[0].trace_id, spans, "stage", None)
+
+
+def test_a_function_of_the_trace_is_answered_once_a_shape_keyed_on_the_values_it_read(
+    monkeypatch,
+):
+    def operation(trace):  # an attribute's value, and a token count the batch reads anyway
+        a = trace.spans[7].attributes
+        return (a.get("gen_ai.operation.name"), trace.spans[10].attributes["gen_ai.request.model"])
+
+    shape, slots, _ = _learned(monkeypatch, operation)
+    assert shape.filled == {"value": ("chat", "m-1")}
+    assert (10, "attributes", "gen_ai.request.model") in slots  # though the batch reads it
+    assert (7, "attributes", "gen_ai.operation.name") in slots
+    # The stages, tree and names are the shape's: reading them adds nothing to the key.
+    shape, slots, _ = _learned(
+        monkeypatch, lambda t: sum(s == "inference" for s in t.stage) + len(t.spans[3].name)
+    )
+    assert shape.filled == {"value": 1 + len("verify")}
+    assert not slots
+    # Times, ids and the trace state differ from trace to trace: the scalar path's.
+    for reads in (
+        lambda t: t.end[t.root] - t.start[t.root],
+        lambda t: [s for s in t.start],
+        lambda t: t.spans[2].end_ns,
+        lambda t: t.spans[-1].first_token_ns,
+        lambda t: t.spans[4].span_id,
+        lambda t: t.spans[0].trace_state,
+    ):
+        assert _learned(monkeypatch, reads) is shapes.SCALAR
+
+    # In the batches, traces whose read value differs are shapes apart, each with its own.
+    monkeypatch.setattr(shapes, "filled", lambda t: {"op": operation(t)[0]})
+    rows = _Rows()
+    batcher = ShapeBatcher("stage", None, lambda: rows, lambda *a: None)
+    rng = random.Random(3)
+    for i in range(12):
+        spans = _trace(i, _SHAPES[0], rng, odd=False)
+        spans[7].attributes["gen_ai.operation.name"] = "chat" if i % 2 else "embeddings"
+        batcher.offer(spans[0].trace_id, spans, i, 0, None)
+    batcher.flush()
+    answers = {trace_id: columns["op"] for ids, columns in rows.batches for trace_id in ids}
+    assert answers == {
+        f"{i + 1:032x}": "chat" if i % 2 else "embeddings" for i in range(2, 12)
+    }  # (the first trace of each shape is the scalar path's)

@@ -109,7 +109,7 @@ def _rows(seed: int, n: int, plain: bool) -> list[tuple[TraceBreakdown, dict]]:
 
 
 def _cols(table: TraceTable) -> dict:
-    cols = dataclasses.asdict(table.columns())
+    cols = vars(table.columns())
     return {k: v.tolist() if isinstance(v, np.ndarray) else repr(v) for k, v in cols.items()}
 
 

@@ -3,7 +3,6 @@ name, warning and mark as the worker held them, and the worker's copy let go."""
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import random
 
@@ -80,7 +79,7 @@ def _receive(seed: int, n: int) -> tuple[tuple, int]:
 
 
 def _columns(table: TraceTable) -> dict:
-    cols = dataclasses.asdict(table.columns())
+    cols = vars(table.columns())
     return {k: v.tolist() if isinstance(v, np.ndarray) else repr(v) for k, v in cols.items()}
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -83,9 +82,10 @@ class Analysis:
     traces: int
     spans: int
     group_by: str
-    e2e: Stats
-    ttft: Stats | None
-    model_ttft: Stats | None
+    #: The figures of each summarised per-trace column over the traces that have a
+    #: value, by its summary name (:data:`~tracer.analysis.table.schema.SUMMARIES`:
+    #: ``e2e`` always; a column no trace has is left out).
+    summaries: Mapping[str, Stats]
     groups: tuple[GroupStats, ...]
     hops: tuple[HopStats, ...]
     tokens: TokenStats | None
@@ -102,10 +102,28 @@ class Analysis:
     sketched: bool = False
     #: Cached prompt tokens and TTFT by cached fraction (:mod:`tracer.analysis.table.cache`).
     cache: CacheStats | None = None
-    #: A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms.
-    coordinator_ttft: Stats | None = None
     #: When the traces are a sample of the traffic (weighted): what they stand for.
     sample: Sample | None = None
+
+    @property
+    def e2e(self) -> Stats:
+        """End-to-end time, ms."""
+        return self.summaries["e2e"]
+
+    @property
+    def ttft(self) -> Stats | None:
+        """Time to first token as the client sees it, ms (None: no trace has one)."""
+        return self.summaries.get("ttft")
+
+    @property
+    def model_ttft(self) -> Stats | None:
+        """Time to first token inside the model server, ms."""
+        return self.summaries.get("model_ttft")
+
+    @property
+    def coordinator_ttft(self) -> Stats | None:
+        """A prefill/decode coordinator's own time to first token (llm-d's P/D proxy), ms."""
+        return self.summaries.get("coordinator_ttft")
 
     @property
     def breakdowns(self) -> tuple[TraceBreakdown, ...]:
@@ -273,16 +291,19 @@ def aggregate_columns(
     del tail
     # Each summarised column's figures over the rows that have it (every row has an
     # end-to-end time, already in ms above).
-    summaries: dict[str, Any] = {
-        c.summary: _stats_where_set(getattr(cols, c.name), sketched, w, c.scale)
-        for c in SUMMARIES
-        if c.name != "e2e_ns"
-    }
+    summaries: dict[str, Stats] = {}
+    for c in SUMMARIES:
+        if c.name == "e2e_ns":
+            figures: Stats | None = stats(e2e, sketched, w)
+        else:
+            figures = _stats_where_set(cols.column(c), sketched, w, c.scale)
+        if figures is not None:
+            summaries[c.summary] = figures
     return Analysis(
         traces=n,
         spans=int(cols.span_count.sum()),
         group_by=group_by,
-        e2e=stats(e2e, sketched, w),
+        summaries=summaries,
         groups=tuple(groups),
         hops=tuple(hops),
         tokens=_tokens(cols, w),
@@ -295,7 +316,6 @@ def aggregate_columns(
         sketched=sketched,
         cache=cache_stats(cols),
         sample=sample,
-        **summaries,
     )
 
 
@@ -310,10 +330,13 @@ def _group_column(ends: np.ndarray, keys: np.ndarray, values: np.ndarray, k: int
 
 
 def _stats_where_set(
-    column: np.ndarray, sketched: bool, w: np.ndarray | None, scale: float = NS_PER_MS
+    column: np.ndarray | None, sketched: bool, w: np.ndarray | None, scale: float = NS_PER_MS
 ) -> Stats | None:
     """:func:`stats` of the rows where ``column`` is set, in its units over ``scale``
-    (ns to ms); None when no row is."""
+    (ns to ms); None when no row is (or the column is left out: every row has its usual
+    value, which is not worth a figure)."""
+    if column is None:
+        return None
     mine = column != _NONE
     if not mine.any():
         return None

@@ -13,6 +13,7 @@ from tracer.analysis.model.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.model.traceset import TraceFilter
 from tracer.analysis.sampling.weights import trace_weight
 from tracer.analysis.table._table import Projected, TraceTable
+from tracer.analysis.table.schema import FILLED, filled
 from tracer.spans.model import Span, Warnings
 
 __all__ = ["NONE", "Attributor", "split_value"]
@@ -99,6 +100,7 @@ class Attributor:
             return
         projected = None if self.projection is None else self.projection(prepared)
         weight = trace_weight(prepared.spans, prepared.spans[prepared.root])
-        self.rows.add(
-            break_down(prepared, self.group_by), seq, last_end, issues, value, projected, weight
-        )
+        b = break_down(prepared, self.group_by)
+        if FILLED:
+            b.filled = filled(prepared)
+        self.rows.add(b, seq, last_end, issues, value, projected, weight)

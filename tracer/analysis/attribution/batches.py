@@ -396,6 +396,7 @@ class ShapeBatcher:
         columns.update(
             zip(TOKEN_COLUMNS, map(list, zip(*rows["tokens"], strict=True)), strict=True)
         )
+        columns.update(shape.filled)  # the shape's, one value for every trace
         self._table().add_rows(ids, columns, projected)
 
     @staticmethod

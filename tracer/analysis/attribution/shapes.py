@@ -21,6 +21,13 @@ decisions read, not written beside them:
   :data:`~tracer.analysis.conventions.phases.PHASE_KEYS`; a P/D coordinator's own time to first
   token, :data:`~tracer.analysis.conventions.phases.COORDINATOR_KEYS`).
 
+The per-trace columns a function of the trace gives (the schema's ``fill``,
+:data:`~tracer.analysis.table.schema.FILLED`) are worked out once, on the trace a shape
+is learned on, from spans that note everything the function reads: the attribute
+values and statuses it read join the key (token counts and phases too: the batch does
+not read them for it), and a function that read a time, an id or the trace state
+leaves the shape to the scalar path, since those differ from trace to trace.
+
 A trace of the same key makes the same decisions: the scalar path is deterministic,
 and it read nothing else that could send it another way. The times that steer it are
 left out of the batches: one root only, a CLIENT span with one remote child, clocks to
@@ -29,7 +36,7 @@ shift (given back to the scalar path).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
@@ -43,8 +50,9 @@ from tracer.analysis.model.breakdown import (
     token_carriers,
     token_plan,
 )
-from tracer.analysis.model.prepare import StageMap, prepare
+from tracer.analysis.model.prepare import PreparedTrace, StageMap, prepare
 from tracer.analysis.sampling.weights import SAMPLING_KEYS
+from tracer.analysis.table.schema import FILLED, filled
 from tracer.spans.model import KIND_CLIENT, KIND_CONSUMER, KIND_PRODUCER, Span, Warnings
 
 __all__ = [
@@ -147,6 +155,9 @@ class Shape:
     sampled: bool = False
     #: the P/D coordinator span whose own time to first token is read per trace, or -1
     coordinator: int = -1
+    #: the values of the columns a function of the trace gives (the same for every
+    #: trace of the shape), by name
+    filled: dict[str, Any] = field(default_factory=dict)
     #: the queued traces' values by name, a list each (:data:`QUEUED`)
     queue: dict[str, list] = field(default_factory=lambda: {k: [] for k in QUEUED})
     #: per trace: its spans' starts, ends and marks (0: none), as int64 (``words.shape_words``)
@@ -207,10 +218,61 @@ def phases_of(engines: list[tuple[int, int]], spans: list[Span]) -> list[tuple[s
 class _ReadingSpan(Span):
     """A span that notes which of the fields in the key only when read are read."""
 
+    _noted = _READ
+
     def __getattribute__(self, name: str) -> Any:
-        if name in _READ:
+        if name in object.__getattribute__(self, "_noted"):
             object.__getattribute__(self, "attributes")._read.add((name, ""))
         return object.__getattribute__(self, name)
+
+
+class _FillingSpan(_ReadingSpan):
+    """A span that notes every field read (a ``fill`` function's reads)."""
+
+    _noted = frozenset(name for name in FIELDS if name != "attributes")
+
+
+class _Times(list):
+    """A prepared trace's starts or ends that note that they were read."""
+
+    def __init__(self, values: list[int], read: set[tuple[str, str]]) -> None:
+        super().__init__(values)
+        self._read = read
+
+    def __getitem__(self, i: Any) -> Any:
+        self._read.add(("start_ns", ""))
+        return list.__getitem__(self, i)
+
+    def __iter__(self) -> Any:
+        self._read.add(("start_ns", ""))
+        return list.__iter__(self)
+
+
+def _filled(trace: PreparedTrace, spans_in: int) -> tuple[dict[str, Any], list[Slot]] | None:
+    """The values of the :data:`~tracer.analysis.table.schema.FILLED` columns for the
+    trace a shape is learned on, and the slots their functions read (None: one read
+    what differs from trace to trace: a time, an id, the trace state)."""
+    read: list[set[tuple[str, str]]] = [set() for _ in trace.spans]
+    spans: list[Span] = []
+    for s, r in zip(trace.spans, read, strict=True):
+        plain = {f: object.__getattribute__(s, f) for f in FIELDS if f != "attributes"}
+        attributes = object.__getattribute__(s, "attributes")
+        spans.append(_FillingSpan(**plain, attributes=_Reading(dict(dict.items(attributes)), r)))
+    times: set[tuple[str, str]] = set()
+    values = filled(
+        replace(trace, spans=spans, start=_Times(trace.start, times), end=_Times(trace.end, times))
+    )
+    if times:
+        return None
+    slots: list[Slot] = []
+    for i, keys in enumerate(read):
+        for f, k in keys:
+            how = FIELDS[f]
+            if how not in ("key", "read", "attributes"):
+                return None
+            if i < spans_in and how != "key":  # (the phases' spans have neither)
+                slots.append((i, f, k))
+    return values, slots
 
 
 class _Reading(dict):
@@ -317,12 +379,20 @@ def learn(
             hop_of[i] = hops.index(hop)
     root = trace.root
     carriers = [token_plan(trace.spans[i].attributes, i) for i in token_carriers(trace)]
-    slots = sorted(
+    values: dict[str, Any] = {}
+    slots = [
         (i, f, k)
         for i, keys in enumerate(read)
         for f, k in keys
         if not (f == "attributes" and k in PER_TRACE)
-    )
+    ]
+    if FILLED:
+        got = _filled(trace, len(spans))
+        if got is None:
+            return SCALAR  # a column's value differs from trace to trace of this shape
+        values, more = got
+        slots = list(set(slots) | set(more))
+    slots.sort()
     shape = Shape(
         n=n,
         spans_in=len(spans),
@@ -356,5 +426,6 @@ def learn(
             if not skip
         ],
         phases=[(trace.parent[k], trace.stage[k]) for k in range(len(spans), n)],
+        filled=values,
     )
     return shape, slots, engines

@@ -42,7 +42,9 @@ class TraceBreakdown:
     ``coordinator_ttft_ns`` the one a prefill/decode coordinator measured (llm-d's P/D
     proxy: prefill, the KV transfer and decode's first token, which the decode engine's
     own TTFT leaves out). ``cached_tokens`` are the prompt tokens read from a prefix
-    cache (None: no span says).
+    cache (None: no span says). ``filled`` holds the values of the per-trace columns
+    a function of the trace gives (:data:`~tracer.analysis.table.schema.FILLED`), by
+    name (None: not worked out).
     """
 
     trace_id: str
@@ -61,6 +63,7 @@ class TraceBreakdown:
     span_count: int
     cached_tokens: int | None = None
     coordinator_ttft_ns: int | None = None
+    filled: dict[str, Any] | None = None
 
 
 def group_key(trace: PreparedTrace, i: int, group_by: str) -> str:

@@ -206,7 +206,7 @@ def _stats_row(c: Column, s: Stats) -> str:
 def _percentile_card(a: Analysis, prices: Prices) -> str:
     # The summarised columns the page shows, in the unit of the end-to-end time.
     unit = SUMMARIES[0].unit
-    shown = [(c, getattr(a, c.summary)) for c in SUMMARIES if c.short and c.unit == unit]
+    shown = [(c, a.summaries.get(c.summary)) for c in SUMMARIES if c.short and c.unit == unit]
     totals = [_stats_row(c, s) for c, s in shown if s is not None]
     hops = hops_section(a)
     sampled = sample_note(a)

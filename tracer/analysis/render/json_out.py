@@ -83,7 +83,7 @@ def analysis_dict(
         "spans": a.spans,
         "group_by": a.group_by,
         # the columns always reported (null when no trace has one), then the others
-        **{c.key: stats_dict(getattr(a, c.summary)) for c in SUMMARIES if c.always},
+        **{c.key: stats_dict(a.summaries.get(c.summary)) for c in SUMMARIES if c.always},
         "groups": [
             {
                 "name": g.name,
@@ -164,8 +164,8 @@ def analysis_dict(
             ],
         }
     for column in SUMMARIES:
-        if not column.always and getattr(a, column.summary) is not None:
-            out[column.key] = stats_dict(getattr(a, column.summary))
+        if not column.always and column.summary in a.summaries:
+            out[column.key] = stats_dict(a.summaries[column.summary])
     return out
 
 

@@ -67,7 +67,12 @@ def fmt_tokens(v: float) -> str:
 
 
 #: The number formats a column's :attr:`~tracer.analysis.table.schema.Column.fmt` names.
-FORMATS: dict[str, Callable[[float], str]] = {"ms": fmt_ms, "tokens": fmt_tokens}
+#: (A count of anything reads as a token count does.)
+FORMATS: dict[str, Callable[[float], str]] = {
+    "ms": fmt_ms,
+    "tokens": fmt_tokens,
+    "count": fmt_tokens,
+}
 
 
 #: Marks a sub-stage's row, shown under its parent's.
@@ -221,7 +226,7 @@ def groups_section(a: Analysis, title: str = "", jaeger_url: str = "") -> Sectio
     if sampled is not None:
         head.notes.append(sampled)
     for c in SUMMARIES:
-        s = getattr(a, c.summary)
+        s = a.summaries.get(c.summary)
         if s is not None and c.label:
             head.notes.append(_stats_line(c, s))
     if a.model_ttft is not None and a.ttft is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from tracer.analysis.model.breakdown import TraceBreakdown
 from tracer.analysis.table._ids import TraceIds
 from tracer.analysis.table._sparse import _Names, _Sparse
-from tracer.analysis.table.schema import NONE, PROJECTED, ROW, Column
+from tracer.analysis.table.schema import FILLED, NONE, PROJECTED, ROW, Column
 
 __all__ = ["Columns", "Entries", "Projected", "ProjectedColumns"]
 
@@ -111,46 +111,86 @@ class ProjectedColumns:
         return ProjectedColumns(**kept)
 
 
-@dataclass(frozen=True)
 class Columns:
     """A table's rows as numpy arrays, sorted by start time and trace id, dropped rows
-    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes. ``ids`` reads
-    as an object array of the trace ids (:class:`~tracer.analysis.table._ids.TraceIds`, 16
-    bytes a row, when every id is of 32 lowercase hex digits)."""
+    left out: what :func:`~tracer.analysis.aggregate.aggregate` consumes.
+
+    Each column of :data:`~tracer.analysis.table.schema.ROW` is an attribute of its
+    name: a numpy array (a sparse column's :class:`Entries`), or None for a lazy
+    column its ``absent`` rule leaves out. Besides them: ``ids`` (an object array of the
+    trace ids, or :class:`~tracer.analysis.table._ids.TraceIds`, 16 bytes a row, when
+    every id is of 32 lowercase hex digits), ``strings`` (what the string columns'
+    indexes name), ``group_names`` and ``hop_names`` (what the sparse columns' keys
+    name) and ``projected`` (the what-if columns, or None). Read-only."""
 
     ids: TraceIds | np.ndarray
+    strings: list[str | None]
+    group_names: list[str]
+    hop_names: list[tuple[str, str]]
+    projected: ProjectedColumns | None
+    # The columns the analysis reads by name, as the type checker sees them (each is
+    # set from the schema: a column the schema adds is an attribute without a line here).
     start_ns: np.ndarray
     e2e_ns: np.ndarray
     span_count: np.ndarray
-    ttft_ns: np.ndarray
+    ttft_ns: np.ndarray  # -1: none
+    coordinator_ttft_ns: np.ndarray
     model_ttft_ns: np.ndarray
     input_tokens: np.ndarray
     output_tokens: np.ndarray
+    cached_tokens: np.ndarray
     model: np.ndarray
     root_service: np.ndarray
     root_name: np.ndarray
-    strings: list[str | None]
-    #: Each row's group, TTFT-group and hop times (ns) by name index.
+    #: each row's ``--split-by`` value (an index into ``strings``; None: not every row has one)
+    split: np.ndarray | None
+    seq: np.ndarray
+    last_end: np.ndarray
+    #: each row's weight (what a sampled trace stands for); None: every weight is 1
+    weight: np.ndarray | None
+    #: which rows' weights cannot be known (they count once); None: none
+    weight_unknown: np.ndarray | None
+    #: each row's group, TTFT-group and hop times (ns) by name index
     group_entries: Entries
-    group_names: list[str]
     ttft_entries: Entries
     hop_entries: Entries
-    hop_names: list[tuple[str, str]]
-    seq: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    last_end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: Each row's ``--split-by`` value (an index into ``strings``; -1 without one).
-    split: np.ndarray | None = None
-    projected: ProjectedColumns | None = None
-    #: Cached prompt tokens and a P/D coordinator's time to first token (-1: none).
-    cached_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    coordinator_ttft_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: Each row's weight (what a sampled trace stands for); None: every weight is 1.
-    weight: np.ndarray | None = None
-    #: Which rows' weights cannot be known (they count once); None: none.
-    weight_unknown: np.ndarray | None = None
+
+    def __init__(
+        self,
+        ids: TraceIds | np.ndarray,
+        strings: list[str | None],
+        group_names: list[str],
+        hop_names: list[tuple[str, str]],
+        projected: ProjectedColumns | None = None,
+        **columns: Any,
+    ) -> None:
+        """``columns``: a value for every column of the schema, by name."""
+        missing = [c.name for c in ROW if c.name not in columns]
+        unknown = sorted(set(columns) - _NAMES)
+        if missing or unknown:
+            raise TypeError(f"not the schema's columns: {missing} missing, {unknown} unknown")
+        put = object.__setattr__
+        put(self, "ids", ids)
+        put(self, "strings", strings)
+        put(self, "group_names", group_names)
+        put(self, "hop_names", hop_names)
+        put(self, "projected", projected)
+        for name, value in columns.items():
+            put(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"Columns are read-only (cannot set {name!r})")
 
     def __len__(self) -> int:
         return int(self.e2e_ns.size)
+
+    def replace(self, **changes: Any) -> Columns:
+        """These columns with ``changes`` (values by name, as :class:`Columns` takes them)."""
+        return Columns(**{**vars(self), **changes})
+
+    def column(self, c: Column) -> Any:
+        """The values of column ``c`` (see the class docstring)."""
+        return getattr(self, c.name)
 
     @property
     def groups(self) -> Flat:
@@ -173,11 +213,11 @@ class Columns:
         position[keep] = np.arange(int(keep.sum()))
         kept: dict[str, Any] = {}
         for c in ROW:
-            value = getattr(self, c.name)
+            value = self.column(c)
             if c.layout == "sparse":
                 kept[c.name] = value.subset(keep)
             elif c.absent == "any":
-                kept[c.name] = _kept(value, keep, c.default)
+                kept[c.name] = _kept(value, keep, c.lazy_value)
             elif value is not None and value.size == keep.size:
                 kept[c.name] = value[keep]
             else:  # None, or left empty by whoever made these columns
@@ -192,33 +232,47 @@ class Columns:
         )
 
     def breakdowns(self) -> Iterator[TraceBreakdown]:
-        """The rows as :class:`TraceBreakdown` objects, in order."""
+        """The rows as :class:`TraceBreakdown` objects, in order (the values of the
+        columns a function of the trace gives in their ``filled``)."""
         n, strings = len(self), self.strings
         names: dict[str, list] = {"group": self.group_names, "hop": self.hop_names}
         fields: dict[str, list] = {}
         for c in ROW:
             if c.source == "row":
                 continue
-            value = getattr(self, c.name)
+            value = self.column(c)
+            values: list[Any]
             if c.layout == "sparse":
-                fields[c.field] = _rows(value.flat(), names[c.keys], n)
+                values = _rows(value.flat(), names[c.keys], n)
+            elif value is None:  # (a lazy column every row leaves at its usual value)
+                values = [None if c.lazy_value == NONE else c.lazy_value] * n
             elif value.size != n:  # (not kept by whoever made these columns)
-                fields[c.field] = [None] * n
+                values = [None] * n
             elif c.strings:
-                fields[c.field] = [strings[i] for i in value.tolist()]
+                values = [strings[i] for i in value.tolist()]
             elif c.default == NONE:
-                fields[c.field] = [None if v == NONE else v for v in value.tolist()]
+                values = [None if v == NONE else v for v in value.tolist()]
             else:
-                fields[c.field] = value.tolist()
+                values = value.tolist()
+            fields[c.name if c.fill is not None else c.field] = values
         for c in ROW:
             if c.requires:  # None with the value it goes with
                 fields[c.requires] = [
                     None if v is None else g
                     for v, g in zip(fields[c.field], fields[c.requires], strict=True)
                 ]
+        if FILLED:
+            fields["filled"] = [
+                dict(zip(_FILLED_NAMES, row, strict=True))
+                for row in zip(*(fields.pop(name) for name in _FILLED_NAMES), strict=True)
+            ]
         keys = list(fields)
-        for trace_id, values in zip(self.ids, zip(*fields.values(), strict=True), strict=True):
-            yield TraceBreakdown(trace_id=str(trace_id), **dict(zip(keys, values, strict=True)))
+        for trace_id, row in zip(self.ids, zip(*fields.values(), strict=True), strict=True):
+            yield TraceBreakdown(trace_id=str(trace_id), **dict(zip(keys, row, strict=True)))
+
+
+_NAMES = frozenset(c.name for c in ROW)
+_FILLED_NAMES = tuple(c.name for c in FILLED)
 
 
 def _kept(column: np.ndarray | None, keep: np.ndarray, usual: object) -> np.ndarray | None:
@@ -271,23 +325,23 @@ def _move(table: object, other: object, c: Column) -> None:
 
 
 def _fill(table: object, c: Column, rows: int) -> array | bytearray:
-    """``table``'s store of the lazy column ``c``, filled with its default up to
+    """``table``'s store of the lazy column ``c``, filled with its usual value up to
     ``rows`` if empty."""
     column = getattr(table, c.attr)
     if not len(column) and rows:
         if type(column) is bytearray:
-            column.extend(bytes([int(c.default or 0)]) * rows)
+            column.extend(bytes([int(c.lazy_value or 0)]) * rows)
         else:
-            column.extend(array(c.code, [c.default]) * rows)  # type: ignore[type-var]
+            column.extend(array(c.code, [c.lazy_value]) * rows)  # type: ignore[type-var]
     return column
 
 
 def _put(table: object, row: int, c: Column, values: list) -> None:
     """Append ``values`` (rows ``row`` on) to the lazy column ``c``: nothing while it
-    is empty and they are all the default (which saves about 30 bytes a trace for
+    is empty and they are all its usual value (which saves about 30 bytes a trace for
     the columns most rows leave at it)."""
     column = getattr(table, c.attr)
-    if len(column) or values.count(c.default) != len(values):
+    if len(column) or values.count(c.lazy_value) != len(values):
         _fill(table, c, row).extend(values)
 
 

@@ -52,7 +52,7 @@ from tracer.analysis.table._columns import (
 )
 from tracer.analysis.table._ids import WIDTH, IdStore, TraceIds, pack
 from tracer.analysis.table._reorder import sorted_entries
-from tracer.analysis.table.schema import PROJECTED, ROW, Column
+from tracer.analysis.table.schema import FILLED, PROJECTED, ROW, Column
 from tracer.spans.model import Warnings
 
 __all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]
@@ -75,21 +75,26 @@ def _compile_add() -> Callable[..., None]:
         f"def add_values(self, b, row, {', '.join(_ROW_ARGUMENTS)}):",
         "    of = self._strings.of",
     ]
+    if FILLED:  # (None for each when the breakdown's were not worked out)
+        lines.append("    filled = b.filled or _NOTHING")
     for k, c in enumerate(_FLAT):
         none = f"v is None or b.{c.requires} is None" if c.requires else "v is None"
         if c.strings and c.default is None:  # None is interned like a string
             value = "of(v)"
         else:
             value = f"({c.default!r} if {none} else {'of(v)' if c.strings else 'v'})"
-        lines.append(f"    v = {c.name if c.source == 'row' else 'b.' + c.field}")
+        if c.fill is not None:
+            lines.append(f"    v = filled.get({c.name!r})")
+        else:
+            lines.append(f"    v = {c.name if c.source == 'row' else 'b.' + c.field}")
         if c.layout == "dense":
             lines.append(f"    self.{c.attr}.append({value})")
-        else:  # nothing stored while every row has the default
+        else:  # nothing stored while every row has the usual value
             lines.append(f"    v = {value}")
-            lines.append(f"    if v != {c.default!r} or len(self.{c.attr}):")
+            lines.append(f"    if v != {c.lazy_value!r} or len(self.{c.attr}):")
             lines.append(f"        _fill(self, _FLAT[{k}], row).append(v)")
     lines += [f"    self.{c.attr}.add(b.{c.field})" for c in _SPARSE]
-    namespace: dict[str, Any] = {"_FLAT": _FLAT, "_fill": _fill}
+    namespace: dict[str, Any] = {"_FLAT": _FLAT, "_fill": _fill, "_NOTHING": {}}
     exec("\n".join(lines), namespace)  # noqa: S102 (the schema's own text)
     return namespace["add_values"]  # type: ignore[no-any-return]
 
@@ -379,18 +384,17 @@ class TraceTable:
                 found[c.name] = sorted_entries(self, c.attr, order, release)
                 continue
             column = getattr(self, c.attr)
-            if c.layout == "lazy" and not len(column):  # every row has the default
+            usual = c.lazy_value
+            if c.layout == "lazy" and not len(column):  # every row has the usual value
                 dtype = view(c, column).dtype
-                found[c.name] = (
-                    np.full(order.size, c.default, dtype) if c.absent == "full" else None
-                )
+                found[c.name] = np.full(order.size, usual, dtype) if c.absent == "full" else None
                 continue
             values = _sorted(c, column, order)
             if release and not c.kept:
                 setattr(self, c.attr, empty(c))
-            if c.absent == "any" and not (values != c.default).any():
+            if c.absent == "any" and not (values != usual).any():
                 found[c.name] = None
-            elif c.absent == "all" and not (values.size and (values != c.default).all()):
+            elif c.absent == "all" and not (values.size and (values != usual).all()):
                 found[c.name] = None
             else:
                 found[c.name] = values

@@ -5,41 +5,52 @@ A :class:`Column` says everything the code needs to know of one per-trace figure
 - how a :class:`~tracer.analysis.table._table.TraceTable` stores it: its array type
   (``code``, an :mod:`array` typecode, or ``"B"`` for a ``bytearray`` of flags) and
   its ``layout``: ``dense`` (a value every row), ``lazy`` (empty until a row differs
-  from the ``default``, then filled with it up to that row: the columns most traces
-  leave at their default) or ``sparse`` (``{name: number}`` rows,
+  from the ``usual`` value, then filled with it up to that row: the columns most
+  traces leave at one value) or ``sparse`` (``{name: number}`` rows,
   :mod:`tracer.analysis.table._sparse`);
-- what a row holds for None (``default``) and where a row's value comes from
-  (``source``: a field of the trace's :class:`~tracer.analysis.model.breakdown.TraceBreakdown`
-  of that name, or ``"row"``: what the caller knows of the trace besides its breakdown,
-  its place in the input, ``--split-by`` value and weight);
-- how it reads in :class:`~tracer.analysis.table._columns.Columns` (``name`` is the field);
-- how the analysis reports it over the traces (``summary``: the
-  :class:`~tracer.analysis.aggregate.Analysis` field holding its
-  :class:`~tracer.analysis.table.figures.Stats`) and how that reads to a person: ``label``
-  and ``short`` (the text report's and the HTML page's words), ``unit``, ``scale``
-  (stored units per reported unit) and ``fmt`` (the name of the number format the
-  renderers apply).
+- what a row holds for None (``default``) and where a row's value comes from: a field
+  of the trace's :class:`~tracer.analysis.model.breakdown.TraceBreakdown` (``source``:
+  the field's name, ``""`` for the column's own), ``"row"`` (what the caller knows of
+  the trace besides its breakdown: its place in the input, ``--split-by`` value and
+  weight), or ``fill``: a function of the prepared trace
+  (:class:`~tracer.analysis.model.prepare.PreparedTrace`) whose answer the trace's shape
+  decides (see below);
+- how it reads in :class:`~tracer.analysis.table._columns.Columns` (an attribute named
+  ``name``);
+- how the analysis reports it over the traces (``summary``: its key in
+  :attr:`~tracer.analysis.aggregate.Analysis.summaries`, the
+  :class:`~tracer.analysis.table.figures.Stats` of the rows that have a value) and how
+  that reads to a person: ``label`` and ``short`` (the text report's and the HTML
+  page's words), ``unit``, ``scale`` (stored units per reported unit) and ``fmt`` (the
+  name of the number format the renderers apply).
 
-The table's adding, merging and sorting, the workers' transfer of it, the batches and
-the renderers' summary lines loop over :data:`ROW`; the what-if projection's columns
-are :data:`PROJECTED`, declared the same way.
+The table's adding, merging and sorting, the workers' transfer of it, :class:`Columns`,
+the batches, the aggregation and the renderers' summary lines loop over :data:`ROW`;
+the what-if projection's columns are :data:`PROJECTED`, declared the same way.
 
-A new per-trace column is its line here, its field in
-:class:`~tracer.analysis.table._columns.Columns`, and its value: a
-:class:`~tracer.analysis.model.breakdown.TraceBreakdown` field that ``break_down`` sets, and
-the same value in the batches' ``add_rows`` columns
-(:mod:`tracer.analysis.attribution.batches`: one value for a whole shape, or one a
-trace queued with it). With a ``summary``, its
-:class:`~tracer.analysis.aggregate.Analysis` field; the analysis then reports it in
-the JSON, the text and (in milliseconds, with a ``short`` label) the HTML page.
+**A new per-trace column** is its line in :data:`ROW` and, for a value the breakdown
+does not hold yet, its ``fill`` function; with a ``summary`` and a ``label`` the
+analysis reports it in the JSON (under :attr:`Column.key`) and the text, and with a
+``short`` label and the end-to-end time's unit on the HTML page. A ``fill`` function
+reads the trace's structure: its spans' names, services, kinds and attribute values,
+the tree, the stages and hops, not its times. That is what a shape of the batches
+(:mod:`tracer.analysis.attribution.shapes`) holds, so the batches take its answer once
+per shape from the trace a shape is learned on: the attribute values a fill reads are
+added to the shape's key, and a fill that reads a time leaves the shape to the
+scalar path. A value that needs the times (a time of its own) is a breakdown field,
+set by :func:`~tracer.analysis.model.breakdown.break_down` and by the batches' walks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["NONE", "PROJECTED", "ROW", "SUMMARIES", "Column", "by_name"]
+if TYPE_CHECKING:
+    from tracer.analysis.model.prepare import PreparedTrace
+
+__all__ = ["FILLED", "NONE", "PROJECTED", "ROW", "SUMMARIES", "Column", "by_name", "filled"]
 
 #: None in an int column (times to first token and token counts are >= 0).
 NONE = -1
@@ -58,12 +69,17 @@ class Column:
     #: sparse column's values
     code: str
     layout: Layout = "dense"
-    #: the stored value of None (and a lazy column's value until a row differs); for a
-    #: column of ``strings`` None means that None is interned like a string
+    #: the stored value of None; for a column of ``strings`` None means that None is
+    #: interned like a string
     default: int | float | None = NONE
+    #: a lazy column's value until a row differs (None: its ``default``)
+    usual: int | float | None = None
     #: where a row's value comes from: the breakdown's field of this name (``""``: the
     #: field ``name``), or ``"row"``: an argument of :meth:`TraceTable.add`
     source: str = ""
+    #: the function of the prepared trace that gives its value (instead of a ``source``;
+    #: its answer must follow from the trace's structure: see the module docstring)
+    fill: Callable[[PreparedTrace], Any] | None = None
     #: an index into the table's interned strings
     strings: bool = False
     #: the breakdown field without which the value is None (a TTFT without its groups)
@@ -72,15 +88,15 @@ class Column:
     keys: str = ""
     #: the dtype :class:`Columns` gives it in (``""``: the stored one)
     dtype: str = ""
-    #: how :class:`Columns` holds a lazy column no row set: ``"full"`` (every row the
-    #: default), ``"any"`` (None unless some row differs from the default) or ``"all"``
-    #: (None unless every row does)
+    #: how :class:`Columns` holds a lazy column: ``"full"`` (every row, the usual value
+    #: where no row differed), ``"any"`` (None unless some row differs from the usual
+    #: value) or ``"all"`` (None unless every row does)
     absent: Literal["full", "any", "all"] = "full"
     #: :meth:`TraceTable.columns` with ``release`` keeps it (what ``len`` and ``tally``
     #: read after the sort)
     kept: bool = False
-    #: the :class:`~tracer.analysis.aggregate.Analysis` field of its figures over the
-    #: traces (``""``: none of its own)
+    #: the key of its figures over the traces in
+    #: :attr:`~tracer.analysis.aggregate.Analysis.summaries` (``""``: none of its own)
     summary: str = ""
     #: always in the JSON (null when no trace has it), else only when some trace has it
     always: bool = False
@@ -92,6 +108,16 @@ class Column:
     scale: float = 1.0
     #: the renderers' number format for it (``"ms"``)
     fmt: str = ""
+
+    @property
+    def lazy_value(self) -> int | float | None:
+        """What a lazy column holds until a row differs (and its rows left out)."""
+        return self.default if self.usual is None else self.usual
+
+    @property
+    def from_breakdown(self) -> bool:
+        """Whether its value is a field of the trace's breakdown."""
+        return self.fill is None and self.source != "row"
 
     @property
     def attr(self) -> str:
@@ -188,6 +214,13 @@ PROJECTED: tuple[Column, ...] = (
 
 #: The columns the analysis reports over the traces, in the order of the text report.
 SUMMARIES: tuple[Column, ...] = tuple(c for c in ROW if c.summary)
+#: The columns whose values a ``fill`` function gives, in :data:`ROW` order.
+FILLED: tuple[Column, ...] = tuple(c for c in ROW if c.fill is not None)
+
+
+def filled(trace: PreparedTrace) -> dict[str, Any]:
+    """The values of the :data:`FILLED` columns for ``trace``, by name."""
+    return {c.name: c.fill(trace) for c in FILLED}  # type: ignore[misc]
 
 
 def by_name(name: str, columns: tuple[Column, ...] = ROW) -> Column:
