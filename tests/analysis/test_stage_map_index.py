@@ -8,12 +8,13 @@ from importlib import resources
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tracer import engines
 from tracer.analysis.conventions.stage_map import StageMapRules, conventions, parse_stage_map
 from tracer.spans.model import Span
 
 _shipped = tomllib.loads(
     resources.files("tracer.analysis.conventions").joinpath("conventions.toml").read_text("utf-8")
-)["rule"]
+)["rule"] + [dict(raw) for c in engines.REGISTRY for raw in c.rules]
 _NAMES = sorted(
     {
         op

@@ -1,33 +1,28 @@
-"""A serving engine's request span split into queue, prefill and decode.
+"""A serving engine's request span split into its phases: queue, prefill, decode.
 
-vLLM's ``llm_request`` span (and SGLang's request span) report, in seconds, the time to
-first token from the span's start (the request's arrival), and the time in the queue,
-in prefill and in decode. With S the span and FT = S.start + time_to_first_token::
-
-    inference.prefill = [FT - prefill, FT]
-    inference.queue   = [FT - prefill - queue, FT - prefill]
-    inference.decode  = [FT, FT + decode]
-
-TGI's request span records ``validation_time`` and ``queue_time`` (Rust durations such
-as ``"3.911207ms"``): the queue is [S.start + validation, + queue]. Triton's model span
-has a ``QUEUE_START`` event, and its ``compute`` child starts at ``COMPUTE_START``: the
-queue lies between them. llm-d's P/D proxy records its phases in milliseconds, one
-after the other from its request span's start: prefill, the KV cache's transfer
-(``inference.kv_transfer``), decode. Every
-interval is clipped to S; a missing value means no interval. The analyzer adds the
-intervals as children of S, so they take part in the critical-path walk and in what-if
-retiming like spans; what is left of S is its own ``inference`` time.
+How an engine's request span places its phases is the engine's own knowledge, in its
+module (:mod:`tracer.engines`: ``Convention.intervals``; vLLM's and SGLang's around
+the first token, TGI's after validation, Triton's between two events, llm-d's one
+after the other). Here each engine of the registry reads the span it applies to (one
+that carries a key it reads): the span's times corrected for clock skew, its latency
+attributes converted by the unit the registry lists them under, its phase events'
+times. Every interval is clipped to the span S; a missing value means no interval.
+The analyzer adds the intervals as children of S, so they take part in the
+critical-path walk and in what-if retiming like spans; what is left of S is its own
+``inference`` time.
 """
 
 from __future__ import annotations
 
-from tracer import attributes as attrs
+from collections.abc import Callable
+
 from tracer import engines
-from tracer.engines import triton
+from tracer.engines.convention import Interval
 from tracer.spans._numbers import TIME_LIMIT_NS, rust_duration_ns, seconds_ns
 from tracer.spans.model import Span
 
 __all__ = [
+    "CHILD_SPANS",
     "COORDINATOR_KEYS",
     "PHASE_KEYS",
     "coordinator_ttft_ns",
@@ -39,81 +34,85 @@ __all__ = [
 #: per trace, through it, rather than keying a shape on them): the engines' phase keys
 #: (:mod:`tracer.engines`).
 PHASE_KEYS = engines.PHASE_KEYS
+#: The attributes whose values :func:`coordinator_ttft_ns` reads (the batches read them
+#: per trace, through it).
+COORDINATOR_KEYS = engines.COORDINATOR_KEYS
+#: The names of the request spans' children whose start the phases read.
+CHILD_SPANS = engines.CHILD_SPANS
 
 
-def _ms_ns(span: Span, key: str) -> int | None:
-    value = span.attributes.get(key)
+def _ms_ns(value: object) -> int | None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return seconds_ns(value / 1000)
     return None
 
 
-#: The attributes whose values :func:`coordinator_ttft_ns` reads (the batches read them
-#: per trace, through it).
-COORDINATOR_KEYS = engines.COORDINATOR_KEYS
+_CONVERT: dict[str, Callable[[object], int | None]] = {
+    "seconds": seconds_ns,
+    "milliseconds": _ms_ns,
+    "duration": rust_duration_ns,
+}
+#: How each latency key the registry lists is read, by its unit.
+_READ = {key: _CONVERT[unit] for key, unit in engines.UNITS.items()}
+_EVENT = {name: engines.event_key(name) for name in engines.PHASE_EVENTS}
+
+
+class _Request:
+    """An engine request span as an engine's ``intervals`` reads it
+    (:class:`tracer.engines.Request`)."""
+
+    __slots__ = ("_get", "_shift", "child_start_ns", "end_ns", "first_token_ns", "start_ns")
+
+    def __init__(self, span: Span, start_ns: int, end_ns: int, child_start_ns: int | None):
+        self._get = span.attributes.get
+        self._shift = shift = start_ns - span.start_ns  # the clock correction of the span
+        self.start_ns, self.end_ns, self.child_start_ns = start_ns, end_ns, child_start_ns
+        first = span.first_token_ns
+        self.first_token_ns = None if first is None else first + shift
+
+    def latency_ns(self, key: str) -> int | None:
+        return _READ[key](self._get(key))
+
+    def event_ns(self, name: str) -> int | None:
+        at = self._get(_EVENT[name])
+        if type(at) is int and 0 <= at < TIME_LIMIT_NS:
+            return at + self._shift
+        return None
 
 
 def coordinator_ttft_ns(span: Span) -> int | None:
     """The time to first token a P/D coordinator (llm-d's proxy) measured, ns from its
     span's start; None when the span has none."""
-    return _ms_ns(span, attrs.LLMD_TRUE_TTFT_MS)
+    get = span.attributes.get
+    for key in engines.COORDINATOR_ORDER:
+        found = _READ[key](get(key))
+        if found is not None:
+            return found
+    return None
 
 
 def engine_intervals(
-    span: Span, start_ns: int, end_ns: int, compute_start_ns: int | None = None
-) -> list[tuple[str, int, int]]:
+    span: Span, start_ns: int, end_ns: int, child_start_ns: int | None = None
+) -> list[Interval]:
     """(sub-stage, start, end) intervals of an engine request span whose (skew-corrected)
     interval is [start_ns, end_ns]; empty when the span reports none.
 
-    ``compute_start_ns`` is the (corrected) start of Triton's ``compute`` child span,
-    which carries ``COMPUTE_START`` when the model span does not.
+    ``child_start_ns`` is the (corrected) start of its child span an engine reads
+    (Triton's ``compute``, which carries ``COMPUTE_START`` when the model span does not).
     """
-    shift = start_ns - span.start_ns  # the clock correction applied to the span
-    raw: list[tuple[str, int | None, int | None]] = []
-    get = span.attributes.get
-    ttft = seconds_ns(get(attrs.GEN_AI_LATENCY_TTFT))
-    first = (
-        start_ns + ttft
-        if ttft is not None
-        else (span.first_token_ns + shift if span.first_token_ns is not None else None)
-    )
-    prefill = seconds_ns(get(attrs.GEN_AI_LATENCY_PREFILL))
-    queue = seconds_ns(get(attrs.GEN_AI_LATENCY_QUEUE))
-    decode = seconds_ns(get(attrs.GEN_AI_LATENCY_DECODE))
-    if first is not None:
-        if prefill is not None:
-            raw.append((attrs.INFERENCE_PREFILL, first - prefill, first))
-            if queue is not None:
-                raw.append((attrs.INFERENCE_QUEUE, first - prefill - queue, first - prefill))
-        if decode is not None:
-            raw.append((attrs.INFERENCE_DECODE, first, first + decode))
-    validation = rust_duration_ns(get(attrs.TGI_VALIDATION_TIME))
-    waited = rust_duration_ns(get(attrs.TGI_QUEUE_TIME))
-    if waited is not None:
-        begin = start_ns + (validation or 0)
-        raw.append((attrs.INFERENCE_QUEUE, begin, begin + waited))
-    queued = get(triton.QUEUE_START)
-    computing = get(triton.COMPUTE_START)
-    if type(computing) is int and 0 <= computing < TIME_LIMIT_NS:
-        compute_start_ns = computing + shift
-    if type(queued) is int and 0 <= queued < TIME_LIMIT_NS and compute_start_ns is not None:
-        raw.append((attrs.INFERENCE_QUEUE, queued + shift, compute_start_ns))
-    prefill_pd = _ms_ns(span, attrs.LLMD_PREFILL_MS)
-    if prefill_pd is not None:
-        at = start_ns
-        for sub, length in (
-            (attrs.INFERENCE_PREFILL, prefill_pd),
-            (attrs.INFERENCE_KV_TRANSFER, _ms_ns(span, attrs.LLMD_KV_TRANSFER_MS)),
-            (attrs.INFERENCE_DECODE, _ms_ns(span, attrs.LLMD_DECODE_MS)),
-        ):
-            if length is not None:
-                raw.append((sub, at, at + length))
-                at += length
+    attributes = span.attributes
+    request = None
     out = []
-    for stage, lo, hi in raw:
-        if lo is None or hi is None:
-            continue
-        lo, hi = max(lo, start_ns), min(hi, end_ns)
-        if hi > lo:
-            out.append((stage, lo, hi))
+    for intervals, keys in engines.INTERVALS:
+        for key in keys:
+            if key in attributes:
+                break
+        else:
+            continue  # none of its keys: not this engine's span
+        if request is None:
+            request = _Request(span, start_ns, end_ns, child_start_ns)
+        for stage, lo, hi in intervals(request):  # type: ignore[misc]
+            lo, hi = max(lo, start_ns), min(hi, end_ns)
+            if hi > lo:
+                out.append((stage, lo, hi))
     return out

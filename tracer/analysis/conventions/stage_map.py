@@ -26,7 +26,8 @@ prefill is done), so it is taken as its parent's sibling, not as part of it.
     stage = "context"
 
 A user's map (``--stage-map``) is asked before the network rule; the conventions that
-ship with hoptrace (``conventions.toml`` beside this module, see
+ship with hoptrace (the serving engines' rules, in their modules in
+:mod:`tracer.engines`, then ``conventions.toml`` beside this module; see
 ``docs/conventions.md``) use the same format and are asked after it. They may give a
 ``role`` instead of a stage: ``llm_call`` (an LLM SDK call: ``client`` time, or
 ``inference`` when the called service is not traced), ``engine_request`` (a serving
@@ -49,6 +50,7 @@ from typing import Any
 
 import orjson
 
+from tracer import engines
 from tracer._errors import ConfigError
 from tracer.spans.model import Span, kind_from_name
 
@@ -283,10 +285,18 @@ def load_stage_map(path: str | Path) -> StageMapRules:
 
 @cache
 def conventions() -> StageMapRules:
-    """The conventions hoptrace ships (``conventions.toml``), parsed once."""
+    """The conventions hoptrace ships, parsed once: the serving engines' rules (each
+    engine's in its order, the engines in the registry's, :mod:`tracer.engines`), then
+    ``conventions.toml``'s."""
     text = (
         resources.files("tracer.analysis.conventions")
         .joinpath("conventions.toml")
         .read_text("utf-8")
     )
-    return parse_stage_map(tomllib.loads(text), "conventions.toml", roles=True)
+    shipped = parse_stage_map(tomllib.loads(text), "conventions.toml", roles=True).rules
+    engine_rules = tuple(
+        _rule(f"rule {n} of the {c.name} engine (tracer.engines)", raw, roles=True)
+        for c in engines.REGISTRY
+        for n, raw in enumerate(c.rules, 1)
+    )
+    return StageMapRules(engine_rules + shipped)

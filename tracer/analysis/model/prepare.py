@@ -12,7 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tracer import attributes as attrs
-from tracer.analysis.conventions.phases import engine_intervals
+from tracer.analysis.conventions.phases import (
+    CHILD_SPANS,
+    COORDINATOR_KEYS,
+    engine_intervals,
+)
 from tracer.analysis.conventions.stage_map import (
     ENGINE_REQUEST,
     INVOCATION,
@@ -20,7 +24,6 @@ from tracer.analysis.conventions.stage_map import (
     StageMapRules,
     conventions,
 )
-from tracer.engines import triton
 from tracer.spans.model import (
     KIND_CLIENT,
     KIND_CONSUMER,
@@ -157,15 +160,26 @@ def prepare(
     if one_clock:
         trace.one_clock = frozenset(one_clock)
     if engines:
-        # llm-d's sidecar writes its time to first token on the decode span, below the
-        # engine request; the outermost span of inference that carries it.
+        # A P/D coordinator may write its time to first token below the engine request
+        # (llm-d's sidecar, on the decode span): the outermost span of inference with it.
         for i in order:
-            if stage[i].startswith(_INFERENCE) and attrs.LLMD_TRUE_TTFT_MS in spans[i].attributes:
+            if stage[i].startswith(_INFERENCE) and _carries(spans[i].attributes, _COORDINATOR):
                 trace.coordinator = i
                 break
     if engines:
         _add_engine_phases(trace, engines)
     return trace
+
+
+_COORDINATOR = tuple(sorted(COORDINATOR_KEYS))
+
+
+def _carries(attributes: dict, keys: tuple[str, ...]) -> bool:
+    """Whether ``attributes`` hold one of ``keys``."""
+    for key in keys:
+        if key in attributes:
+            return True
+    return False
 
 
 def blocking_of(spans: Sequence[Span], parent: Sequence[int]) -> list[bool] | None:
@@ -367,7 +381,7 @@ def _add_engine_phases(trace: PreparedTrace, engines: list[int]) -> None:
         if named_below[e]:
             continue
         s = spans[e]
-        compute = next((c for c in trace.children[e] if spans[c].name == triton.COMPUTE_SPAN), -1)
+        compute = next((c for c in trace.children[e] if spans[c].name in CHILD_SPANS), -1)
         trace.engines.append((e, compute))
         compute_start = trace.start[compute] if compute >= 0 else None
         for sub, lo, hi in engine_intervals(s, trace.start[e], trace.end[e], compute_start):
