@@ -86,15 +86,19 @@ def test_columns_that_take_the_rows_over_equal_the_columns_of_a_copy(monkeypatch
         assert len(tables[1]) == len(rows)  # it still counts its rows
 
 
-def _rows(seed: int, n: int, plain: bool) -> list[tuple[TraceBreakdown, dict]]:
-    """Rows for :meth:`TraceTable.add`; with ``plain``, every optional column at its
-    default (no cached tokens, coordinator, split value or weight)."""
+def _rows(seed: int, n: int, kind: str) -> list[tuple[TraceBreakdown, dict]]:
+    """Rows for :meth:`TraceTable.add`: ``plain``, every optional column at its usual
+    value (no cached tokens, coordinator, split value or weight); ``same``, every row
+    with the same values there, not the usual ones; ``mixed``, values that vary."""
     rng = random.Random(seed)
     out = []
     for i in range(n):
         b = _breakdown(rng, i)
         extra: dict = {}
-        if not plain:
+        if kind == "same":
+            b = dataclasses.replace(b, cached_tokens=64, coordinator_ttft_ns=5_000)
+            extra = {"weight": (4.0, False)}
+        elif kind == "mixed":
             b = dataclasses.replace(
                 b,
                 cached_tokens=rng.choice([None, 0, 64]),
@@ -113,36 +117,77 @@ def _cols(table: TraceTable) -> dict:
     return {k: v.tolist() if isinstance(v, np.ndarray) else repr(v) for k, v in cols.items()}
 
 
-def test_columns_left_at_their_default_merge_with_columns_that_are_not():
+def test_columns_left_at_one_value_merge_with_columns_that_are_not():
     # Parts of every kind merged in every order give the columns of one table that
-    # took all the rows; a part whose rows all have the defaults stores none of them.
-    parts = [(1, 0, True), (2, 40, True), (3, 30, False), (4, 25, True), (5, 50, False)]
-    for order in ([0, 1, 2, 3, 4], [2, 1, 3, 4, 0], [1, 3, 2, 4, 0], [4, 2, 1, 3, 0]):
+    # took all the rows; a part whose rows all have one value (the usual one or not)
+    # stores none of the lazy columns but the split value's.
+    parts = [
+        (1, 0, "plain"),
+        (2, 40, "plain"),
+        (3, 30, "mixed"),
+        (4, 25, "plain"),
+        (5, 50, "mixed"),
+        (6, 20, "same"),
+        (7, 10, "same"),
+    ]
+    lazy = [c for c in ROW if c.layout == "lazy" and c.name != "split"]
+    assert {"coordinator_ttft_ns", "cached_tokens", "weight", "weight_unknown"} <= {
+        c.name for c in lazy
+    }
+    for order in (
+        [0, 1, 2, 3, 4, 5, 6],
+        [2, 1, 5, 3, 4, 0, 6],
+        [5, 6, 1, 3, 2, 4, 0],
+        [6, 4, 2, 1, 3, 0, 5],
+        [0, 5, 6, 1, 3, 2, 4],
+    ):
         one, merged = TraceTable(), TraceTable()
-        for seed, n, plain in (parts[k] for k in order):
+        for seed, n, kind in (parts[k] for k in order):
             part = TraceTable()
-            for b, kw in _rows(seed, n, plain):
+            for b, kw in _rows(seed, n, kind):
                 one.add(b, **kw)
                 part.add(b, **kw)
-            if plain:
-                lazy = [c for c in ROW if c.layout == "lazy"]
-                assert [c.name for c in lazy] == [
-                    "coordinator_ttft_ns",
-                    "cached_tokens",
-                    "split",
-                    "weight",
-                    "weight_unknown",
-                ]
+            if kind != "mixed":
                 assert not any(len(getattr(part, c.attr)) for c in lazy)
             merged.merge(part)
-        assert len(merged) == len(one) == 145
+        assert len(merged) == len(one) == 175
         assert _cols(merged) == _cols(one)
         assert repr(merged.tally("blue")) == repr(one.tally("blue"))
     plain = TraceTable()
-    for b, kw in _rows(6, 30, True):
+    for b, kw in _rows(6, 30, "plain"):
         plain.add(b, **kw)
     cols = plain.columns()
     assert cols.split is None and cols.weight is None and cols.weight_unknown is None
     assert (cols.cached_tokens == -1).all() and (cols.coordinator_ttft_ns == -1).all()
     assert cols.span_count.dtype == np.int64  # kept in four bytes, read as eight
-    assert sorted(cols.span_count.tolist()) == sorted(b.span_count for b, _ in _rows(6, 30, True))
+    assert sorted(cols.span_count.tolist()) == sorted(
+        b.span_count for b, _ in _rows(6, 30, "plain")
+    )
+    same = TraceTable()
+    for b, kw in _rows(8, 30, "same"):
+        same.add(b, **kw)
+    cols = same.columns()  # nothing stored, every row's value read back
+    assert cols.weight.tolist() == [4.0] * 30 and cols.weight_unknown.tolist() == [True] * 30
+    assert cols.weight_unknown.dtype == bool
+    assert cols.cached_tokens.tolist() == [64] * 30
+    assert cols.coordinator_ttft_ns.tolist() == [5_000] * 30
+
+
+def test_rows_added_a_batch_at_a_time_keep_one_value_as_rows_added_one_by_one():
+    # A batch whose rows share a value first, then rows that differ: the lazy column
+    # stays empty while the value holds and is filled with it when a row differs.
+    rng = random.Random(11)
+    rows = [_breakdown(rng, i) for i in range(9)]
+    weights = [4.0] * 6 + [2.0, 4.0, 1.0]
+    one, batched = TraceTable(), TraceTable()
+    for b, w in zip(rows, weights, strict=True):
+        one.add(b, weight=(w, True))
+    columns = {"e2e_ns": [b.e2e_ns for b in rows[:6]], "weight": weights[:6]}
+    batched.add_rows([b.trace_id for b in rows[:6]], columns)
+    assert not len(batched._weight)  # one value: nothing stored yet
+    for b, w in zip(rows[6:], weights[6:], strict=True):
+        batched.add(b, weight=(w, True))
+    expected = {b.trace_id: w for b, w in zip(rows, weights, strict=True)}
+    for table in (one, batched):
+        cols = table.columns()
+        assert dict(zip(cols.ids.tolist(), cols.weight.tolist(), strict=True)) == expected

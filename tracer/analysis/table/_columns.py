@@ -324,31 +324,49 @@ def _move(table: object, other: object, c: Column) -> None:
     setattr(other, c.attr, empty(c))
 
 
-def _fill(table: object, c: Column, rows: int) -> array | bytearray:
-    """``table``'s store of the lazy column ``c``, filled with its usual value up to
-    ``rows`` if empty."""
+def _usual(table: Any, c: Column) -> Any:
+    """The value every row of ``table`` has in the lazy column ``c`` while its store is
+    empty: the first row's (the schema's usual value for a column of strings, whose
+    indexes differ from table to table)."""
+    return table._runs.get(c.name, c.lazy_value)
+
+
+def _fill(table: Any, c: Column, rows: int) -> array | bytearray:
+    """``table``'s store of the lazy column ``c``, filled with the value its rows had
+    up to ``rows`` if empty."""
     column = getattr(table, c.attr)
     if not len(column) and rows:
+        usual = _usual(table, c)
         if type(column) is bytearray:
-            column.extend(bytes([int(c.lazy_value or 0)]) * rows)
+            column.extend(bytes([int(usual or 0)]) * rows)
         else:
-            column.extend(array(c.code, [c.lazy_value]) * rows)  # type: ignore[type-var]
+            column.extend(array(c.code, [usual]) * rows)
     return column
 
 
-def _put(table: object, row: int, c: Column, values: list) -> None:
+def _put(table: Any, row: int, c: Column, values: list) -> None:
     """Append ``values`` (rows ``row`` on) to the lazy column ``c``: nothing while it
-    is empty and they are all its usual value (which saves about 30 bytes a trace for
-    the columns most rows leave at it)."""
+    is empty and they all have the value the rows before them have (which saves about
+    30 bytes a trace for the columns most rows leave at one value)."""
     column = getattr(table, c.attr)
-    if len(column) or values.count(c.lazy_value) != len(values):
+    if not len(column) and not row and values and c.name in table._runs:
+        table._runs[c.name] = values[0]  # the first rows: theirs is the value to keep
+    if len(column) or values.count(_usual(table, c)) != len(values):
         _fill(table, c, row).extend(values)
 
 
-def _move_lazy(table: object, other: object, c: Column, base: int, rows: int) -> None:
+def _move_lazy(table: Any, other: Any, c: Column, base: int, rows: int) -> None:
     """:func:`_move` for a lazy column (``base`` and ``rows``: the two tables' row
-    counts): still empty when both are."""
-    if len(getattr(table, c.attr)) or len(getattr(other, c.attr)):
-        _fill(table, c, base)
-        _fill(other, c, rows)
-        _move(table, other, c)
+    counts): still empty when both are and their rows have the same value."""
+    if not len(getattr(table, c.attr)) and not len(getattr(other, c.attr)):
+        if not rows:
+            return
+        if not base:  # (this table has no rows: it takes the other's value)
+            if c.name in table._runs:
+                table._runs[c.name] = other._runs[c.name]
+            return
+        if _usual(table, c) == _usual(other, c):
+            return
+    _fill(table, c, base)
+    _fill(other, c, rows)
+    _move(table, other, c)

@@ -5,9 +5,9 @@ A :class:`TraceTable` holds one row per attributed trace, a store per column tha
 in typed arrays, and its group, TTFT-group and hop times as sparse rows
 (:mod:`tracer.analysis.table._sparse`: the index of the row's set of names, and its values),
 about 250 bytes a trace for the seven stages instead of a few kilobytes of objects.
-The columns most rows leave at their default (the schema's ``lazy`` ones) stay empty
-until a row differs. Tables of separate ranges, files or worker processes are joined
-with :meth:`merge`.
+The columns most rows leave at one value (the schema's ``lazy`` ones) stay empty
+while every row has the first row's value. Tables of separate ranges, files or worker
+processes are joined with :meth:`merge`.
 
 A trace whose spans were cut into two parts (a range boundary, or a part that
 straggled in past the streaming window) gets a row for each part; :meth:`repeated`
@@ -61,6 +61,8 @@ __all__ = ["Columns", "Projected", "ProjectedColumns", "TraceIds", "TraceTable"]
 _FLAT = tuple(c for c in ROW if c.layout != "sparse")
 _SPARSE = tuple(c for c in ROW if c.layout == "sparse")
 _STRINGS = tuple(c for c in _FLAT if c.strings)
+#: The lazy columns that stay empty while every row has the first row's value.
+_RUNS = tuple(c for c in _FLAT if c.layout == "lazy" and not c.strings)
 #: The arguments of :meth:`TraceTable.add` the schema's ``row`` columns are.
 _ROW_ARGUMENTS = ("split", "seq", "last_end", "weight", "weight_unknown")
 
@@ -89,10 +91,19 @@ def _compile_add() -> Callable[..., None]:
             lines.append(f"    v = {c.name if c.source == 'row' else 'b.' + c.field}")
         if c.layout == "dense":
             lines.append(f"    self.{c.attr}.append({value})")
-        else:  # nothing stored while every row has the usual value
+        elif c.strings:  # nothing stored while every row has the usual value
             lines.append(f"    v = {value}")
             lines.append(f"    if v != {c.lazy_value!r} or len(self.{c.attr}):")
             lines.append(f"        _fill(self, _FLAT[{k}], row).append(v)")
+        else:  # nothing stored while every row has the first row's value
+            lines.append(f"    v = {value}")
+            lines.append(f"    if len(self.{c.attr}):")
+            lines.append(f"        self.{c.attr}.append(v)")
+            lines.append(f"    elif v != self._runs[{c.name!r}]:")
+            lines.append("        if row:")
+            lines.append(f"            _fill(self, _FLAT[{k}], row).append(v)")
+            lines.append("        else:")
+            lines.append(f"            self._runs[{c.name!r}] = v")
     lines += [f"    self.{c.attr}.add(b.{c.field})" for c in _SPARSE]
     namespace: dict[str, Any] = {"_FLAT": _FLAT, "_fill": _fill, "_NOTHING": {}}
     exec("\n".join(lines), namespace)  # noqa: S102 (the schema's own text)
@@ -118,8 +129,10 @@ class TraceTable:
         self._strings = _Names()
         self._group_names = _Names()
         self._hop_names = _Names()
-        for c in _FLAT:  # lazy ones stay empty while every row has the default
+        for c in _FLAT:  # lazy ones stay empty while every row has one value
             setattr(self, c.attr, empty(c))
+        # The value of each lazy column (but of strings) while its store is empty.
+        self._runs: dict[str, Any] = {c.name: c.lazy_value for c in _RUNS}
         for c in _SPARSE:
             setattr(self, c.attr, _Sparse(self._names(c)))
         self._projected: _Projections | None = None
@@ -385,9 +398,13 @@ class TraceTable:
                 continue
             column = getattr(self, c.attr)
             usual = c.lazy_value
-            if c.layout == "lazy" and not len(column):  # every row has the usual value
-                dtype = view(c, column).dtype
-                found[c.name] = np.full(order.size, usual, dtype) if c.absent == "full" else None
+            if c.layout == "lazy" and not len(column):  # every row has one value
+                value = self._runs.get(c.name, usual)
+                if c.absent == "full" or (c.absent == "any" and value != usual):
+                    full = np.full(order.size, value, view(c, column).dtype)
+                    found[c.name] = full.astype(c.dtype) if c.dtype else full
+                else:
+                    found[c.name] = None
                 continue
             values = _sorted(c, column, order)
             if release and not c.kept:

@@ -4,9 +4,9 @@ A :class:`Column` says everything the code needs to know of one per-trace figure
 
 - how a :class:`~tracer.analysis.table._table.TraceTable` stores it: its array type
   (``code``, an :mod:`array` typecode, or ``"B"`` for a ``bytearray`` of flags) and
-  its ``layout``: ``dense`` (a value every row), ``lazy`` (empty until a row differs
-  from the ``usual`` value, then filled with it up to that row: the columns most
-  traces leave at one value) or ``sparse`` (``{name: number}`` rows,
+  its ``layout``: ``dense`` (a value every row), ``lazy`` (empty while every row has
+  one value, the first row's, then filled with it up to the row that differs: the
+  columns most traces leave at one value) or ``sparse`` (``{name: number}`` rows,
   :mod:`tracer.analysis.table._sparse`);
 - what a row holds for None (``default``) and where a row's value comes from: a field
   of the trace's :class:`~tracer.analysis.model.breakdown.TraceBreakdown` (``source``:
@@ -72,7 +72,9 @@ class Column:
     #: the stored value of None; for a column of ``strings`` None means that None is
     #: interned like a string
     default: int | float | None = NONE
-    #: a lazy column's value until a row differs (None: its ``default``)
+    #: the value most rows of a lazy column have (None: its ``default``), which its
+    #: ``absent`` rule compares with (a column of strings stays empty only while every
+    #: row has it)
     usual: int | float | None = None
     #: where a row's value comes from: the breakdown's field of this name (``""``: the
     #: field ``name``), or ``"row"``: an argument of :meth:`TraceTable.add`
@@ -111,7 +113,7 @@ class Column:
 
     @property
     def lazy_value(self) -> int | float | None:
-        """What a lazy column holds until a row differs (and its rows left out)."""
+        """The usual value of a lazy column (a row left out of a batch has None)."""
         return self.default if self.usual is None else self.usual
 
     @property
