@@ -25,6 +25,7 @@ __all__ = [
     "count_planned",
     "count_tokens",
     "group_key",
+    "model_calls",
     "token_carriers",
     "token_plan",
 ]
@@ -92,6 +93,28 @@ def _sum_groups(trace: PreparedTrace, own: dict[int, int], group_by: str) -> dic
         key = group_key(trace, i, group_by)
         groups[key] = groups.get(key, 0) + t
     return groups
+
+
+def model_calls(trace: PreparedTrace) -> int | None:
+    """How many times a request calls a model: its outermost spans of the ``inference``
+    stage (an SDK's call, or the model server's span when the call is traced through
+    it), as ``whatif --repeat`` and ``--fanout`` count a call; None when it calls none."""
+    stage, parent = trace.stage, trace.parent
+    calls = 0
+    for i, name in enumerate(stage):
+        if name == _INFERENCE or name.startswith(_IN_INFERENCE):
+            p = parent[i]
+            while p >= 0:
+                up = stage[p]
+                if up == _INFERENCE or up.startswith(_IN_INFERENCE):
+                    break  # inside a call counted at its outermost span
+                p = parent[p]
+            else:
+                calls += 1
+    return calls or None
+
+
+_INFERENCE, _IN_INFERENCE = attrs.INFERENCE, attrs.INFERENCE + "."
 
 
 def client_first_token(

@@ -47,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from tracer.analysis.model.breakdown import model_calls
+
 if TYPE_CHECKING:
     from tracer.analysis.model.prepare import PreparedTrace
 
@@ -186,6 +188,17 @@ ROW: tuple[Column, ...] = (
         unit="ms",
         scale=1e6,
         fmt="ms",
+    ),
+    Column(
+        "model_calls",
+        "i",
+        "lazy",
+        usual=1,
+        absent="any",
+        fill=model_calls,
+        summary="model_calls",
+        label="model calls per request",
+        fmt="count",
     ),
     Column("input_tokens", "q"),
     Column("output_tokens", "q"),
