@@ -17,7 +17,7 @@ from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.whatif.loadmodel import project_load
 from tracer.analysis.whatif.loadrun import load_run
 from tracer.analysis.whatif.scenario import Faster, Repeat
-from tracer.spans.model import KIND_INTERNAL, KIND_SERVER, Span
+from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 T0 = 1_760_000_000_000_000_000
 MS = 1_000_000
@@ -223,9 +223,10 @@ def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     assert projected.after.p50 == pytest.approx(128.2, rel=0.01)
 
 
-def _two_process_run(n: int = 30) -> list[list[Span]]:
+def _two_process_run(n: int = 30, caller: bool = False) -> list[list[Span]]:
     """One client, 1,000 ms requests: the client's own 100 ms (80 ms of its CPU a
-    request) and a model server's 900 ms (20 ms of its CPU a request)."""
+    request) and a model server's 900 ms (20 ms of its CPU a request); with ``caller``,
+    the client calls the model in a span of its own in ``inference``."""
     traces = []
     for i in range(n):
         tid = f"{i + 1:032x}"
@@ -237,12 +238,16 @@ def _two_process_run(n: int = 30) -> list[list[Span]]:
             {attrs.BENCH_CONCURRENCY: 1, attrs.RUN: "bench-x-c1", attrs.HOST_CPUS: 8,
              attrs.PROCESS_CPU_TOTAL_NS: (i + 1) * 80 * MS},
         )  # fmt: skip
+        call = Span(
+            tid, f"{i + 1:08x}{0:08x}", root.span_id, "bench", "chat", KIND_CLIENT,
+            start + 100 * MS, end, "inference", 0, None, {},
+        )  # fmt: skip
         model = Span(
-            tid, f"{2 * i + 2:016x}", root.span_id, "model", "generate", KIND_SERVER,
-            start + 100 * MS, end, "inference", 0, None,
+            tid, f"{2 * i + 2:016x}", call.span_id if caller else root.span_id, "model",
+            "generate", KIND_SERVER, start + 100 * MS, end, "inference", 0, None,
             {attrs.PROCESS_CPU_TOTAL_NS: (i + 1) * 20 * MS},
         )  # fmt: skip
-        traces.append([root, model])
+        traces.append([root, call, model] if caller else [root, model])
     return traces
 
 
@@ -252,6 +257,15 @@ def test_a_stage_served_by_processes_of_its_own_has_their_share_of_the_cpu():
         "client": pytest.approx(0.8),
         "inference": pytest.approx(0.2),
     }
+    assert run.cpu_ns_per_request == pytest.approx(100 * MS, rel=0.01)
+
+
+def test_a_called_stage_costs_its_caller_as_much_again():
+    # The client's process has spans in ``client`` and, calling the model, in
+    # ``inference``: a call costs the model server's 20% of the CPU and as much again
+    # for the client reading its answer.
+    run = load_run(_traceset(_two_process_run(caller=True)))
+    assert dict(run.stage_cpu) == {"inference": pytest.approx(0.4)}
     assert run.cpu_ns_per_request == pytest.approx(100 * MS, rel=0.01)
 
 

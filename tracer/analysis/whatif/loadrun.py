@@ -31,6 +31,7 @@ from tracer.analysis.whatif.loadgraph import Stretch, Template, keep_unsized, te
 from tracer.spans.model import Warnings
 
 __all__ = [
+    "CALLER_SHARE",
     "MAX_REQUESTS",
     "MIN_REQUESTS",
     "WARMUP_SUFFIX",
@@ -47,6 +48,9 @@ MAX_REQUESTS = 20_000
 #: The ``hoptrace.run`` of a bench level's warm-up ends so.
 WARMUP_SUFFIX = "-warmup"
 _MS = 1e6
+#: What a call of a stage costs its caller in CPU, as a share of what it costs the
+#: stage's own processes: as much (``docs/whatif.md``, measured on the demo's chain).
+CALLER_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,10 @@ class LoadRun:
     unsized: tuple[str, ...]
     in_flight: float
     other_cores: float = 0.0
-    #: each stage's own processes' share of the chain's CPU: the processes all of
-    #: whose spans are in that stage or its sub-stages (a model server's, for
-    #: ``inference``), what one more call of the stage costs in CPU
+    #: what one more call of a stage costs in CPU, as a share of the chain's per
+    #: request: its own processes' share (those all of whose spans are in that stage or
+    #: its sub-stages, a model server's for ``inference``), and as much again for the
+    #: caller reading the answer when another process calls it (:data:`CALLER_SHARE`)
     stage_cpu: tuple[tuple[str, float], ...] = ()
 
     @property
@@ -207,6 +212,11 @@ def load_run(
             (name,) = top
             used = sum(cores_of.get(i, 0.0) for i in instances)
             stage_cpu[name] = stage_cpu.get(name, 0.0) + used / chain_cores
+    for name in stage_cpu:
+        # The caller's side of a call (the app reading the model's answer as it streams
+        # in) costs as much again: what one process writes, another reads.
+        if any(name in top and len(top) > 1 for top in stages_of.values()):
+            stage_cpu[name] *= 1 + CALLER_SHARE
     host_busy = 0.0
     if len(busy) >= 2:
         busy.sort()
