@@ -1,12 +1,18 @@
-"""Reading the partitions of a store: which ones a read needs, and their rows in
+"""Reading the partitions of a store: which ones a read needs, and their pieces in
 trace-id order.
 
 Every read takes one snapshot of the store (one read transaction), so a purge that
 drops a partition meanwhile changes nothing it sees: a trace is read whole or not at
 all. A read in trace-id order merges the partitions' indexes by trace id (each
-partition's rows come in index order, none is sorted whole); ``since_ns`` leaves out
-the partitions that hold no span starting after it, and ``run`` reads only the traces
-whose run matches, found through each partition's index by run.
+partition's rows come in index order; the partition being written, which has no index
+by trace id yet, is sorted); ``since_ns`` leaves out the partitions that hold no span
+starting after it, and ``run`` reads only the traces whose run matches, found through
+each partition's index by run.
+
+A **piece** is what one row gives: ``(trace id, earliest start, spans, body, seq)``
+for a group of a packed partition, the same with ``1, None`` and then the row's
+columns for a partition of a row per span (:mod:`collector._schema`); ``seq`` is its
+place in the store and orders the pieces of a trace as they were written.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ from fnmatch import fnmatchcase
 
 import orjson
 
+from collector._schema import is_packed
 from collector.partitions import STRAGGLER_PARTITIONS, Partition, list_partitions
 
 __all__ = [
     "SEQ_BITS",
     "in_partitions",
+    "PIECE_FIELDS",
     "matching_trace_ids",
-    "rows_in_trace_order",
+    "pieces_in_trace_order",
     "snapshot",
     "started_after",
     "trace_id_sample",
@@ -34,6 +42,8 @@ __all__ = [
 
 #: A row's place in the store is ``partition number << SEQ_BITS | rowid``.
 SEQ_BITS = 40
+#: The fields of a piece before a row's columns (see the module docstring).
+PIECE_FIELDS = 5
 #: Trace ids per query when reading the traces of a run.
 _IDS_PER_QUERY = 2_000
 
@@ -109,12 +119,13 @@ def _cursor_rows(
     params: tuple,
     chunk: int,
 ) -> Iterator[tuple]:
-    """Rows of ``part`` in trace-id order, each ending with its place (seq)."""
-    cursor = conn.execute(
-        f"SELECT {columns}, ({part.number} << {SEQ_BITS}) | rowid FROM {part.name}{where} "
-        "ORDER BY trace_id, rowid",
-        params,
-    )
+    """The pieces of ``part`` in trace-id order."""
+    seq = f"({part.number} << {SEQ_BITS}) | rowid"
+    if is_packed(columns):
+        what = f"trace_id, start_ns, spans, body, {seq}"
+    else:
+        what = f"trace_id, start_ns, 1, NULL, {seq}, {columns}"
+    cursor = conn.execute(f"SELECT {what} FROM {part.name}{where} ORDER BY trace_id, rowid", params)
     try:
         while rows := cursor.fetchmany(chunk):
             yield from rows
@@ -125,7 +136,11 @@ def _cursor_rows(
             pass
 
 
-def rows_in_trace_order(
+def _seq_order(piece: tuple) -> tuple[str, int]:
+    return piece[0], piece[4]
+
+
+def pieces_in_trace_order(
     conn: sqlite3.Connection,
     partitions: list[Partition],
     columns: dict[str, str],
@@ -134,11 +149,11 @@ def rows_in_trace_order(
     chunk: int,
     since_ns: int | None = None,
 ) -> Iterator[tuple]:
-    """The rows of ``partitions`` (with ``lo <= trace_id < hi`` for ``bounds``, and
-    among ``trace_ids`` when given) in trace-id order, rows of one trace in the order
-    they were written; each row ends with its seq. ``columns`` by partition name. In
-    a partition that began before ``since_ns``, only the traces with a span that
-    started after it are read (found by the index by start)."""
+    """The pieces of ``partitions`` (with ``lo <= trace_id < hi`` for ``bounds``, and
+    among ``trace_ids`` when given) in trace-id order, the pieces of one trace in the
+    order they were written. ``columns`` by partition name. In a partition that began
+    before ``since_ns``, only the traces with a span that started after it are read
+    (found by the index by start)."""
     clauses: list[str] = []
     params: list[object] = []
     lo, hi = bounds
@@ -154,18 +169,19 @@ def rows_in_trace_order(
         for p in partitions:
             mine, values = list(clauses), list(params)
             if _in_part(p, since_ns):
-                mine.append(f"trace_id IN (SELECT trace_id FROM {p.name} WHERE start_ns >= ?)")
+                latest = "last_start_ns" if is_packed(columns[p.name]) else "start_ns"
+                mine.append(f"trace_id IN (SELECT trace_id FROM {p.name} WHERE {latest} >= ?)")
                 values.append(since_ns)
             where = " WHERE " + " AND ".join(mine) if mine else ""
             streams.append(_cursor_rows(conn, p, columns[p.name], where, tuple(values), per))
-        yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
+        yield from streams[0] if len(streams) == 1 else heapq.merge(*streams, key=_seq_order)
         return
     ids = [t for t in trace_ids if (lo is None or t >= lo) and (hi is None or t < hi)]
     for i in range(0, len(ids), _IDS_PER_QUERY):
         batch = orjson.dumps(ids[i : i + _IDS_PER_QUERY]).decode()
         where = " WHERE trace_id IN (SELECT value FROM json_each(?))"
         streams = [_cursor_rows(conn, p, columns[p.name], where, (batch,), per) for p in partitions]
-        yield from heapq.merge(*streams, key=lambda row: (row[0], row[-1]))
+        yield from heapq.merge(*streams, key=_seq_order)
 
 
 def in_partitions(
@@ -212,12 +228,12 @@ def trace_id_sample(conn: sqlite3.Connection, partitions: list[Partition], size:
 
 
 def started_after(
-    conn: sqlite3.Connection, rows: list[tuple], since_ns: int | None, skipped: list[Partition]
+    conn: sqlite3.Connection, pieces: list[tuple], since_ns: int | None, skipped: list[Partition]
 ) -> bool:
-    """True when the trace of ``rows`` started at or after ``since_ns``: none of them
+    """True when the trace of ``pieces`` started at or after ``since_ns``: none of them
     started before, nor a span of it in ``skipped`` (partitions not read whole)."""
     if since_ns is None:
         return True
-    if min(r[6] if isinstance(r[6], int) else since_ns for r in rows) < since_ns:
+    if min(p[1] if isinstance(p[1], int) else since_ns for p in pieces) < since_ns:
         return False
-    return not in_partitions(conn, skipped, rows[0][0], since_ns)
+    return not in_partitions(conn, skipped, pieces[0][0], since_ns)

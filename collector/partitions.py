@@ -1,11 +1,11 @@
 """The store's time partitions: one table of spans per slice of ingest, listed in a
 catalog, written one at a time and dropped whole, oldest first.
 
-Each partition is a table ``spans_NNNNNN`` with an index by start and a partial index
-by run (:mod:`collector._schema`). The collector writes into the newest one and starts
-another when it has held it for the partition's time or grown it by the partition's
-size (:class:`collector.retention.Retention`); every start of a collector begins a
-partition too. A closed partition gets its index by trace id then (:func:`seal`): one
+Each partition is a table ``spans_NNNNNN`` of spans packed by trace, with an index by
+start and a partial index by run (:mod:`collector._schema`). The collector writes into
+the newest one and starts another when it has held it for the partition's time or
+grown it by the partition's size (:class:`collector.retention.Retention`); every start
+of a collector begins a partition too. A closed partition gets its index by trace id then (:func:`seal`): one
 sort of a bounded partition, where the same index kept up while writing costs every
 commit a page per span. The catalog (table ``partitions``) keeps, per partition, the
 earliest and latest span start and the number of spans, so that ``--since`` skips the
@@ -22,7 +22,8 @@ partitions, for SQL by hand (``sqlite3 spans.db 'SELECT COUNT(*) FROM spans'``).
 
 Stores made before partitions (one table ``spans``, no catalog) are read as they are;
 opened for writing, their table becomes partition 0 and gets its indexes
-(:func:`migrate`, once).
+(:func:`migrate`, once). Partitions of a row per span (made before spans were packed,
+or migrated) are read and dropped as they are; new ones are packed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from collector._schema import TRACE_INDEX, partition_schema, read_columns
+from collector._schema import (
+    ROW_INDEXES,
+    TRACE_INDEX,
+    is_packed,
+    partition_schema,
+    read_columns,
+    view_select,
+)
 
 __all__ = [
     "CATALOG",
@@ -47,8 +55,8 @@ __all__ = [
     "seal",
 ]
 
-#: ``PRAGMA user_version`` of a partitioned store.
-LAYOUT_VERSION = 2
+#: ``PRAGMA user_version`` of a partitioned store (3: new partitions packed by trace).
+LAYOUT_VERSION = 3
 #: Later partitions searched for the spans of a dropped partition's traces: spans of a
 #: trace that came after its partition was closed land in the next ones.
 STRAGGLER_PARTITIONS = 2
@@ -155,7 +163,10 @@ def _refresh_view(conn: sqlite3.Connection) -> None:
     names = [r[0] for r in conn.execute("SELECT name FROM partitions ORDER BY number DESC")]
     conn.execute("DROP VIEW IF EXISTS spans")
     if names:
-        selects = [f"SELECT * FROM {n}" for n in reversed(names[:_VIEW_MAX])]
+        selects = [
+            view_select(n, read_columns(conn, n, read_only=False))
+            for n in reversed(names[:_VIEW_MAX])
+        ]
         conn.execute("CREATE VIEW spans AS " + " UNION ALL ".join(selects))
 
 
@@ -174,6 +185,7 @@ def create_partition(conn: sqlite3.Connection, now_ns: int | None = None) -> Par
             (number, name, created),
         )
         _refresh_view(conn)
+        conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
     return Partition(number, name, created, None, None, 0, indexed=False)
 
 
@@ -206,15 +218,19 @@ def drop_partition(
         conn.execute("BEGIN IMMEDIATE")
         stragglers = 0
         for other in later[:STRAGGLER_PARTITIONS]:
-            cursor = conn.execute(
-                f"DELETE FROM {other.name} WHERE trace_id IN "
-                f"(SELECT trace_id FROM {partition.name})"
-            )
-            if cursor.rowcount:
-                stragglers += cursor.rowcount
+            theirs = f"WHERE trace_id IN (SELECT trace_id FROM {partition.name})"
+            packed = is_packed(read_columns(conn, other.name, read_only=False))
+            if packed:
+                (count,) = conn.execute(
+                    f"SELECT COALESCE(SUM(spans), 0) FROM {other.name} {theirs}"
+                ).fetchone()
+            cursor = conn.execute(f"DELETE FROM {other.name} {theirs}")
+            count = int(count) if packed else cursor.rowcount
+            if count:
+                stragglers += count
                 conn.execute(
                     "UPDATE partitions SET spans = spans - ? WHERE number = ?",
-                    (cursor.rowcount, other.number),
+                    (count, other.number),
                 )
         if conn.execute("SELECT 1 FROM events LIMIT 1").fetchone() is not None:
             conn.execute(
@@ -247,8 +263,8 @@ def migrate(conn: sqlite3.Connection) -> str | None:
         first, last, count = conn.execute(
             f"SELECT MIN(start_ns), MAX(start_ns), COUNT(*) FROM {name}"
         ).fetchone()
-        for statement in partition_schema(name).split(";\n")[1:]:
-            conn.execute(statement)
+        for statement in ROW_INDEXES:
+            conn.execute(statement.format(t=name))
         conn.execute(TRACE_INDEX.format(t=name))
         conn.execute(
             "INSERT INTO partitions VALUES (0, ?, ?, ?, ?, ?, 0)",

@@ -38,8 +38,9 @@ from collector._events import (
     read_events,
 )
 from collector._read import (
+    PIECE_FIELDS,
     matching_trace_ids,
-    rows_in_trace_order,
+    pieces_in_trace_order,
     snapshot,
     started_after,
     trace_id_sample,
@@ -47,16 +48,19 @@ from collector._read import (
 )
 from collector._recent import RecentKeys
 from collector._rows import (
+    GROUP_SHARE,
     STORE_HEADER,
     connect_read_only,
     default_store_path,
+    group_rows,
     is_store_file,
     size_of,
     span_of_row,
     span_row,
+    spans_of_group,
     unreadable,
 )
-from collector._schema import COLUMNS, ROW, ROW_FIELDS, read_columns
+from collector._schema import GROUP, GROUP_COLUMNS, GROUP_FIELDS, PACKED, is_packed, read_columns
 from collector.partitions import (
     Partition,
     create_partition,
@@ -86,6 +90,8 @@ __all__ = [
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
 _ROWS_PER_STATEMENT = 256
+#: Rows read at a time.
+_CHUNK = 20_000
 #: The write-ahead log is truncated to 1 MiB after a checkpoint.
 _WAL_LIMIT = "journal_size_limit=1048576"
 
@@ -181,7 +187,9 @@ class SpanStore:
             self._conn.close()
             raise self._unreadable(exc) from exc
         variables = self._conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
-        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // ROW_FIELDS))
+        self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // GROUP_FIELDS))
+        page = self._conn.execute("PRAGMA page_size").fetchone()[0]
+        self._group_bytes = int(page * GROUP_SHARE)
         self._lock = threading.Lock()
 
     def _probe_write(self) -> None:
@@ -217,17 +225,21 @@ class SpanStore:
         """The partition being written (started at the first write)."""
         if self._current is None:
             self._current = create_partition(self._conn, now_ns)
-            self._columns[self._current.name] = COLUMNS
+            self._columns[self._current.name] = PACKED
             self._current_base_bytes = self.used_bytes()
         return self._current
 
     def write_rows(self, rows: list[tuple]) -> int:
         """Store rows made by :func:`span_row` (and :func:`event_row`, told by their
-        length) in one transaction; returns how many were new.
+        length) in one transaction, the spans packed by trace
+        (:func:`collector._rows.group_rows`); returns how many were new.
 
         A row whose (trace id, span id) this store committed recently, or that comes
         twice in ``rows``, is written once. Keys are remembered only after the commit,
         so a batch that failed is written in full when it is sent again.
+
+        Raises:
+            sqlite3.ProgrammingError: a row is neither (nothing is written).
         """
         with self._lock:
             recent = self._recent
@@ -247,21 +259,22 @@ class SpanStore:
                     continue
                 batch[key] = None
                 fresh.append(row)
+            groups = group_rows(fresh, self._group_bytes)
             part = self._partition()
-            insert = f"INSERT INTO {part.name} ({COLUMNS}) VALUES "
+            insert = f"INSERT INTO {part.name} ({GROUP_COLUMNS}) VALUES "
             per = self._rows_per_statement
-            whole = len(fresh) - len(fresh) % per
+            whole = len(groups) - len(groups) % per
             with self._conn:
                 if whole:
                     self._conn.executemany(
-                        insert + ",".join([ROW] * per),
+                        insert + ",".join([GROUP] * per),
                         (
-                            tuple(chain.from_iterable(fresh[i : i + per]))
+                            tuple(chain.from_iterable(groups[i : i + per]))
                             for i in range(0, whole, per)
                         ),
                     )
-                if whole < len(fresh):
-                    self._conn.executemany(insert + ROW, fresh[whole:])
+                if whole < len(groups):
+                    self._conn.executemany(insert + GROUP, groups[whole:])
                 if fresh:
                     starts = [row[6] for row in fresh]
                     record_rows(self._conn, part, len(fresh), min(starts), max(starts))
@@ -361,8 +374,15 @@ class SpanStore:
     def count(self) -> int:
         """Number of stored spans."""
         with self._lock, self._reading(), snapshot(self._conn) as partitions:
+            columns = self._columns_of(partitions)
             return sum(
-                int(self._conn.execute(f"SELECT COUNT(*) FROM {p.name}").fetchone()[0])
+                int(
+                    self._conn.execute(
+                        f"SELECT COALESCE(SUM(spans), 0) FROM {p.name}"
+                        if is_packed(columns[p.name])
+                        else f"SELECT COUNT(*) FROM {p.name}"
+                    ).fetchone()[0]
+                )
                 for p in partitions
             )
 
@@ -380,8 +400,8 @@ class SpanStore:
         chunk: int,
         ids: list[str] | None = None,
     ) -> Iterator[list[tuple]]:
-        """The rows of each trace (see :meth:`iter_trace_rows`), one trace at a time,
-        in one snapshot of the store."""
+        """The pieces of each trace (:mod:`collector._read`), one trace at a time, in
+        trace-id order (see :meth:`traces`), in one snapshot of the store."""
         lock, conn = self._lock, self._conn
         with lock, self._reading():
             context = snapshot(conn)
@@ -392,18 +412,18 @@ class SpanStore:
                 columns = self._columns_of(keep)
                 if run is not None and ids is None:
                     ids = matching_trace_ids(conn, keep, run)
-                rows = rows_in_trace_order(conn, keep, columns, bounds, ids, chunk, since_ns)
+                pieces = pieces_in_trace_order(conn, keep, columns, bounds, ids, chunk, since_ns)
             current: list[tuple] = []
             while True:
                 done: list[list[tuple]] = []
                 with lock, self._reading():
-                    block = list(islice(rows, chunk))
-                    for row in block:
-                        if current and row[0] != current[0][0]:
+                    block = list(islice(pieces, chunk))
+                    for piece in block:
+                        if current and piece[0] != current[0][0]:
                             if started_after(conn, current, since_ns, skipped):
                                 done.append(current)
                             current = []
-                        current.append(row)
+                        current.append(piece)
                     if not block and current and started_after(conn, current, since_ns, skipped):
                         done.append(current)
                 yield from done  # outside the lock: the caller may use the store meanwhile
@@ -417,10 +437,11 @@ class SpanStore:
         self, since_ns: int | None = None, warnings: Warnings | None = None
     ) -> Iterator[Span]:
         """Every stored span (of traces that started at or after ``since_ns``), a trace
-        at a time, in trace-id order. Rows are checked as file spans are: a row whose
+        at a time, in trace-id order. Spans are checked as file spans are: a span whose
         attributes are not JSON, whose ids are empty or whose end is before its start
         is skipped and counted in ``warnings``, not raised."""
-        return (span for _, span in self.iter_trace_rows(since_ns, warnings))
+        for _, spans in self.traces(since_ns, warnings):
+            yield from spans
 
     def _events(self, where: str, params: Iterable[object]) -> Events:
         """The stored events (of the traces ``where`` selects) by span."""
@@ -444,19 +465,20 @@ class SpanStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def iter_trace_rows(
+    def traces(
         self,
         since_ns: int | None = None,
         warnings: Warnings | None = None,
-        chunk: int = 20_000,
+        chunk: int = _CHUNK,
         trace_ids: tuple[str | None, str | None] = (None, None),
         run: str | None = None,
-    ) -> Iterator[tuple[int, Span]]:
-        """``(seq, span)`` of every stored span in trace-id order (rows of one trace in
-        the order they were written; ``seq`` orders them), read ``chunk`` rows at a
-        time through each partition's index, so a reader holds a chunk and one trace,
-        not the store. Rows are checked as in :meth:`iter_spans`. ``trace_ids`` = (lo,
-        hi) keeps the traces with ``lo <= trace_id < hi`` (None: no bound), so that
+    ) -> Iterator[tuple[int, list[Span]]]:
+        """``(seq, spans)`` of every stored trace in trace-id order, its spans in the
+        order they were written (``seq``: where its first one is in the store), read
+        ``chunk`` rows at a time through each partition's index, so a reader holds a
+        chunk and one trace, not the store. Spans are checked as in :meth:`iter_spans`;
+        a trace none of whose spans can be used is left out. ``trace_ids`` = (lo, hi)
+        keeps the traces with ``lo <= trace_id < hi`` (None: no bound), so that
         separate readers can take separate parts of the store; ``since_ns`` the traces
         that started at or after it; ``run`` (a glob) those with a span of that run,
         found by the index by run (others may come too: the caller filters).
@@ -468,11 +490,24 @@ class SpanStore:
             " WHERE " + " AND ".join(bounds) if bounds else "",
             [v for v in (lo, hi) if v is not None],
         )
-        for rows in self._traces(since_ns, trace_ids, run, chunk):
-            for row in rows:
-                span = span_of_row(row, tally, events)
-                if span is not None:
-                    yield row[-1], span
+        for pieces in self._traces(since_ns, trace_ids, run, chunk):
+            spans = _spans_of(pieces, tally, events)
+            if spans:
+                yield pieces[0][4], spans
+
+    def iter_trace_rows(
+        self,
+        since_ns: int | None = None,
+        warnings: Warnings | None = None,
+        chunk: int = _CHUNK,
+        trace_ids: tuple[str | None, str | None] = (None, None),
+        run: str | None = None,
+    ) -> Iterator[tuple[int, Span]]:
+        """``(seq, span)`` of every stored span in trace-id order: the spans of
+        :meth:`traces` one by one, each with its trace's ``seq``."""
+        for seq, spans in self.traces(since_ns, warnings, chunk, trace_ids, run):
+            for span in spans:
+                yield seq, span
 
     def trace_id_sample(self, size: int) -> list[str]:
         """The trace ids of about ``size`` rows spread evenly over the store (by rowid
@@ -484,15 +519,28 @@ class SpanStore:
     def spans_of(self, trace_ids: Iterable[str]) -> Iterator[Span]:
         """The stored spans of ``trace_ids``, trace by trace in the order they were
         written, found by each partition's index (for the few exemplar traces a
-        report draws, or one trace by id). Unusable rows are left out, as in
+        report draws, or one trace by id). Unusable spans are left out, as in
         :meth:`iter_spans`."""
         ids = sorted(set(trace_ids))
         if not ids:
             return
         events = self.events_of(ids)
         tally = Warnings()
-        for rows in self._traces(None, (None, None), None, 20_000, ids):
-            for row in rows:
-                span = span_of_row(row, tally, events)
-                if span is not None:
-                    yield span
+        for pieces in self._traces(None, (None, None), None, _CHUNK, ids):
+            yield from _spans_of(pieces, tally, events)
+
+
+def _spans_of(pieces: list[tuple], tally: Warnings, events: Events) -> list[Span]:
+    """The usable spans of one trace's ``pieces`` (:mod:`collector._read`), in order."""
+    if len(pieces) == 1 and len(pieces[0]) == PIECE_FIELDS:
+        trace_id, _, count, body, _ = pieces[0]
+        return spans_of_group(trace_id, body, count, tally, events)
+    out: list[Span] = []
+    for piece in pieces:
+        if len(piece) == PIECE_FIELDS:
+            out += spans_of_group(piece[0], piece[3], piece[2], tally, events)
+        else:
+            span = span_of_row(piece[PIECE_FIELDS:], tally, events)
+            if span is not None:
+                out.append(span)
+    return out

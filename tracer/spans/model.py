@@ -47,7 +47,7 @@ def kind_from_name(value: Any) -> int:
     return KIND_UNSPECIFIED
 
 
-class Span(msgspec.Struct, gc=False):
+class Span(msgspec.Struct, gc=False, array_like=True):
     """One span as the analyzer sees it. Times are Unix nanoseconds.
 
     ``stage`` is the span's own ``hoptrace.stage`` attribute (None when absent);
@@ -58,7 +58,9 @@ class Span(msgspec.Struct, gc=False):
 
     A ``msgspec.Struct`` (built and freed in C, not tracked by the cycle collector: a
     span never refers back to itself), because a big file is millions of them; it
-    compares, copies and pickles as the dataclass it replaced did.
+    compares, copies and pickles as the dataclass it replaced did. As msgspec encodes
+    it, it is the array of its fields in this order (``array_like``): the span store
+    keeps spans so, and decodes a trace's spans with one call.
     """
 
     trace_id: str

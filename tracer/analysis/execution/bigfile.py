@@ -46,6 +46,7 @@ __all__ = [
     "attributor",
     "eligible",
     "merge_partitions",
+    "store_bounds",
 ]
 
 MIN_BYTES = 64 * 1024 * 1024  # below this, forking costs more than it saves
@@ -212,20 +213,112 @@ def merge_partitions(
     return table, loaded
 
 
+def store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]:
+    """Trace-id ranges of the store at ``path`` holding about equal numbers of rows,
+    covering every id (cut where a sample of rows spread over the store falls)."""
+    from collector.store import SpanStore
+
+    if parts < 2:
+        return [(None, None)]
+    with SpanStore(str(path), read_only=True) as store:
+        sample = store.trace_id_sample(parts * 32)
+    cuts = sorted({sample[len(sample) * i // parts] for i in range(1, parts)} if sample else ())
+    edges: list[str | None] = [None, *cuts, None]
+    return list(zip(edges, edges[1:], strict=False))
+
+
 def analyze_store(path: Path, query: Query) -> Analysis:
     """Attribute the span store at ``path`` trace by trace (in trace-id order, read in
-    chunks), in this process, as ``query`` asks (see :func:`analyze_files`).
+    chunks) as ``query`` asks (see :func:`analyze_files`): a store of half
+    ``HOPTRACE_PARALLEL_MIN_BYTES`` or more (a span takes about half the bytes in the
+    store it takes in OTLP JSON) cut into a trace-id range per worker
+    (``query.workers``, else ``HOPTRACE_WORKERS``, else one per CPU), this process
+    reading the first. Each range is read in a snapshot of its own, so every trace is
+    read whole; the tables are merged in trace-id order, as one reader would go.
 
     Raises:
         NoUsableDataError: no trace could be analysed.
         SourceError: not a span store.
+        HoptraceError: a worker failed.
     """
     attribute = attributor(query)
+    workers = worker_count(query.workers)
+    try:
+        big = path.stat().st_size >= max(_min_bytes() // 2, 1)
+    except OSError:
+        big = False
+    bounds = store_bounds(path, workers if big else 1)
     loaded = Warnings()
     with gc_paused():
-        stream_store(str(path), query.since_ns, attribute, loaded, run=query.run)
-        table = attribute.table
+        if len(bounds) == 1:
+            stream_store(str(path), query.since_ns, attribute, loaded, bounds[0], query.run)
+            table = attribute.table
+        else:
+            table = _fork_store(str(path), query, bounds, attribute, loaded)
         return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
+
+
+def _store_worker(
+    conn: Any, path: str, query: Query, bounds: tuple[str | None, str | None], attribute: Attributor
+) -> None:
+    try:
+        with gc_paused():
+            loaded = Warnings()
+            stream_store(path, query.since_ns, attribute, loaded, bounds, query.run)
+            trim_freed_memory(now=True)
+            send_table(conn, attribute.table, "ok", loaded)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent as one line
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+    os._exit(0)
+
+
+def _fork_store(
+    path: str,
+    query: Query,
+    bounds: list[tuple[str | None, str | None]],
+    attribute: Attributor,
+    loaded: Warnings,
+) -> TraceTable:
+    """The store's ranges ``bounds``: this process reads the first, forked workers the
+    others (as :func:`_fork` does for files); the tables merged in range order."""
+    ctx = multiprocessing.get_context("fork")
+    conns, procs = [], []
+    for part in bounds[1:]:
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_store_worker, args=(child, path, query, part, attribute))
+        proc.daemon = True
+        proc.start()
+        child.close()
+        conns.append(parent)
+        procs.append(proc)
+    try:
+        stream_store(path, query.since_ns, attribute, loaded, bounds[0], query.run)
+        table = attribute.table
+        trim_freed_memory(now=True)
+        for conn in conns:
+            part_table, part_loaded = _recv_store(conn)
+            table.merge(part_table)
+            loaded.merge(part_loaded)
+        return table
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+
+
+def _recv_store(conn: Any) -> tuple[TraceTable, Warnings]:
+    """A store worker's table and loader warnings."""
+    try:
+        message = conn.recv()
+        if isinstance(message, tuple) and message and message[0] == "error":
+            raise HoptraceError(f"an analysis worker failed: {message[1]}")
+        _, loaded, table = receive_table(conn, message)
+    except EOFError:
+        raise HoptraceError("an analysis worker process died (out of memory?)") from None
+    return table, loaded
 
 
 def _fork(

@@ -48,6 +48,7 @@ from tracer.analysis.execution.bigfile import (
     _ranges,
     attributor,
     merge_partitions,
+    store_bounds,
 )
 from tracer.analysis.execution.parallel import workers as worker_count
 from tracer.analysis.execution.stream import (
@@ -277,17 +278,6 @@ def analyze_files(
     return aggregate_table(table, query.group_by, loaded, table.tally(), query.exact_traces)
 
 
-def _store_bounds(path: Path, parts: int) -> list[tuple[str | None, str | None]]:
-    """Trace-id ranges of about equal numbers of rows, covering every id."""
-    from collector.store import SpanStore
-
-    with SpanStore(str(path), read_only=True) as store:
-        sample = store.trace_id_sample(parts * 32)
-    cuts = sorted({sample[len(sample) * i // parts] for i in range(1, parts)} if sample else ())
-    edges: list[str | None] = [None, *cuts, None]
-    return list(zip(edges, edges[1:], strict=False))
-
-
 def analyze_store(path: Path, query: Query, progress: Progress | None = None) -> Analysis:
     """Attribute the span store at ``path`` on Dask as ``query`` asks, one task per
     trace-id range; ``progress`` hears ``("attributing", ranges done, ranges)``.
@@ -298,7 +288,7 @@ def analyze_store(path: Path, query: Query, progress: Progress | None = None) ->
         NoUsableDataError: no trace could be analysed.
     """
     with connect(query.scheduler, query.workers) as client:
-        bounds = _store_bounds(path, _threads(client) * STORE_PARTS_PER_WORKER)
+        bounds = store_bounds(path, _threads(client) * STORE_PARTS_PER_WORKER)
         futures = client.map(
             _read_store, [str(path)] * len(bounds), bounds, query=query, pure=False
         )

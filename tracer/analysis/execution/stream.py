@@ -269,16 +269,7 @@ def stream_store(
     by its indexes (``attribute`` still applies every filter)."""
     from collector.store import SpanStore
 
-    current: str | None = None
-    spans: list[Span] = []
-    seq = 0
     with SpanStore(path, read_only=True) as store:
-        for rowid, span in store.iter_trace_rows(since_ns, loaded, trace_ids=trace_ids, run=run):
-            if span.trace_id != current:
-                if current is not None:
-                    attribute(current, spans, seq, 0)
-                # The first row's id orders the warnings as a whole-store read would.
-                current, spans, seq = span.trace_id, [], rowid
-            spans.append(span)
-    if current is not None:
-        attribute(current, spans, seq, 0)
+        # The first span's place orders the warnings as a whole-store read would.
+        for seq, spans in store.traces(since_ns, loaded, trace_ids=trace_ids, run=run):
+            attribute(spans[0].trace_id, spans, seq, 0)

@@ -35,12 +35,9 @@ def store_traces(
     """
     from collector.store import SpanStore
 
-    current: dict[str, Span] = {}
     with SpanStore(path, read_only=True) as store:
-        for _, span in store.iter_trace_rows(since_ns, warnings, run=run):
-            if current and span.trace_id != next(iter(current.values())).trace_id:
-                yield list(current.values())
-                current = {}
-            current.setdefault(span.span_id, span)
-    if current:
-        yield list(current.values())
+        for _, spans in store.traces(since_ns, warnings, run=run):
+            first: dict[str, Span] = {}
+            for span in spans:
+                first.setdefault(span.span_id, span)
+            yield list(first.values())
