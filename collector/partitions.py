@@ -5,11 +5,12 @@ Each partition is a table ``spans_NNNNNN`` of spans packed by trace, with an ind
 start and a partial index by run (:mod:`collector._schema`). The collector writes into
 the newest one and starts another when it has held it for the partition's time or
 grown it by the partition's size (:class:`collector.retention.Retention`); every start
-of a collector begins a partition too. A closed partition gets its index by trace id then (:func:`seal`): one
-sort of a bounded partition, where the same index kept up while writing costs every
-commit a page per span. The catalog (table ``partitions``) keeps, per partition, the
-earliest and latest span start and the number of spans, so that ``--since`` skips the
-partitions that end before it, and retention knows what is old without reading spans.
+of a collector begins a partition too. A closed partition gets its index by trace id
+then (:func:`seal`): one sort of a bounded partition, where the same index kept up
+while writing costs every commit a page per row. The catalog (table ``partitions``)
+keeps, per partition, the earliest and latest span start and the number of spans, so
+that ``--since`` skips the partitions that end before it, and retention knows what is
+old without reading spans.
 
 Why tables, not one indexed table: an index by random trace ids costs ingest more the
 larger it is (every batch dirties index pages all over it), and dropping a table frees
