@@ -280,7 +280,8 @@ def _checked(
 def _lenient(
     trace_id: str, body: object, count: object, tally: Warnings, events: Events | None
 ) -> list[Span]:
-    """:func:`spans_of_group` of a group that does not decode as spans."""
+    """:func:`spans_of_group` of a group that does not decode as spans: each span that
+    does is kept, checked as :func:`span_of_row` checks rows; the others are counted."""
     try:
         items = orjson.loads(body)  # type: ignore[arg-type]
     except (orjson.JSONDecodeError, TypeError):
@@ -295,10 +296,21 @@ def _lenient(
             tally.skip("store rows that are not spans were skipped")
             continue
         item[0] = trace_id
-        if _ids_and_times(item[0], item[1], item[6], item[7], tally):
-            span = _span_of(item, item[11], tally, events)
-            if span is not None:
-                out.append(span)
+        if not _ids_and_times(item[0], item[1], item[6], item[7], tally):
+            continue
+        if not isinstance(item[11], dict):
+            tally.skip("store rows whose attributes are not a JSON object were skipped")
+            continue
+        try:
+            span = msgspec.convert(item, Span)
+        except msgspec.ValidationError:
+            tally.skip("store rows with a field of the wrong type were skipped")
+            continue
+        if span.trace_state == "":
+            span.trace_state = None
+        kept = _finished(span, tally, events)
+        if kept is not None:
+            out.append(kept)
     return out
 
 

@@ -91,7 +91,7 @@ __all__ = [
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
 _ROWS_PER_STATEMENT = 256
 #: Rows read at a time.
-_CHUNK = 20_000
+_CHUNK = 4_000
 #: The write-ahead log is truncated to 1 MiB after a checkpoint.
 _WAL_LIMIT = "journal_size_limit=1048576"
 
@@ -163,8 +163,8 @@ class SpanStore:
                 # The log is cut back to its limit after a checkpoint, not left at its peak.
                 for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", _WAL_LIMIT):
                     self._conn.execute(f"PRAGMA {pragma}")
-                if create:
-                    self._conn.executescript(EVENTS_SCHEMA)
+                # A store from before events were kept gets their table too.
+                self._conn.executescript(EVENTS_SCHEMA)
                 if create or is_legacy(self._conn):
                     self.migration = migrate(self._conn)
             self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()

@@ -112,14 +112,20 @@ def test_store_rows_that_cannot_be_used_are_skipped_and_counted(tmp_path):
     with sqlite3.connect(path) as conn:
         ids = [r[0] for r in conn.execute("SELECT span_id FROM spans ORDER BY start_ns")]
         (table,) = conn.execute("SELECT name FROM partitions").fetchone()  # the one partition
-        conn.execute(
-            f"UPDATE {table} SET attributes = ? WHERE span_id = ?", (b"{not json", ids[-1])
-        )
-        conn.execute(f"UPDATE {table} SET end_ns = start_ns - 5 WHERE span_id = ?", (ids[-2],))
+        for rowid, body in conn.execute(f"SELECT rowid, body FROM {table}").fetchall():
+            group = orjson.loads(body)
+            for span in group:
+                if span[1] == ids[-1]:
+                    span[11] = [1]  # attributes that are not an object
+                if span[1] == ids[-2]:
+                    span[7] = span[6] - 5  # an end before its start
+            conn.execute(
+                f"UPDATE {table} SET body = ? WHERE rowid = ?", (orjson.dumps(group), rowid)
+            )
     traces = load([path])
     assert traces.span_count == len(spans) - 2
     assert traces.warnings.skipped_spans == 2
-    assert any("not JSON" in m for m in traces.warnings.messages)
+    assert any("not a JSON object" in m for m in traces.warnings.messages)
     assert any("end before they start" in m for m in traces.warnings.messages)
     done = hoptrace("analyze", str(path), "--format", "json")
     assert done.returncode == 0 and "Traceback" not in done.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import sqlite3
 from pathlib import Path
 
 import orjson
@@ -166,6 +167,27 @@ def test_exemplar_traces_come_from_the_store_by_id(tmp_path):
     whole = load([path])
     assert exemplar_waterfalls(streamed, found) == exemplar_waterfalls(analyze(whole), whole)
     assert len(exemplar_waterfalls(streamed, found)) == 2
+
+
+def test_a_store_read_on_two_workers_gives_what_one_reader_and_the_file_give(tmp_path, monkeypatch):
+    from tracer.analysis.execution.bigfile import analyze_store, store_bounds
+
+    traces = _traces(60, seed=5)
+    path = shuffled_store(tmp_path / "spans.db", [s for t in traces for s in t])
+    with sqlite3.connect(path) as db:  # a trace none of whose spans can be read
+        db.execute("UPDATE spans_000001 SET body = 'x' WHERE trace_id = ?", (f"{41:032x}",))
+    monkeypatch.setenv("HOPTRACE_PARALLEL_MIN_BYTES", "0")
+    assert len(store_bounds(path, 2)) == 2
+    one = analysis_dict(analyze_store(path, Query(workers=1)))
+    two = analysis_dict(analyze_store(path, Query(workers=2)))
+    assert two == one
+    assert one["traces"] == 59 and one["warnings"]["skipped_spans"] == len(traces[40])
+    assert one["warnings"]["messages"] == ["store rows whose spans are not JSON were skipped"]
+    lines = write_otlp_lines(tmp_path / "t.jsonl", traces[:40] + traces[41:])
+    file = analysis_dict(analyze_files([lines], Query(workers=1)))
+    assert {k: v for k, v in one.items() if k != "warnings"} == {
+        k: v for k, v in file.items() if k != "warnings"
+    }
 
 
 def _page(text: str) -> str:

@@ -192,3 +192,111 @@ def test_runs_of_a_store_read_a_trace_at_a_time_match_runs_of_its_traces_loaded(
     assert [r["label"] for r in loaded] == ["bench-2", "bench-1", "bench-0"]  # trace 5 first
     one = hoptrace("runs", str(path), "--run", "bench-2", "--format", "json")
     assert [(r["label"], r["traces"]) for r in json.loads(one.stdout)] == [("bench-2", 13)]
+
+
+def _bodies(path) -> list[tuple[int, list]]:
+    """(rowid, spans) of each group of the one packed partition of the store at ``path``."""
+    with sqlite3.connect(path) as db:
+        (table,) = db.execute("SELECT name FROM partitions").fetchone()
+        return [(r, json.loads(b)) for r, b in db.execute(f"SELECT rowid, body FROM {table}")]
+
+
+def test_a_batch_is_packed_a_row_per_trace_and_run_and_read_back_as_written(tmp_path):
+    path = tmp_path / "s.db"
+    big = _trace(1, T0, run="a", spans=40)  # more spans than one row of 1.5 KiB holds
+    two_runs = _trace(2, T0, run="a")
+    two_runs[1].attributes[attrs.RUN] = "b"  # one trace, two runs: a row for each
+    plain = _trace(3, T0)
+    interleaved = zip(big, two_runs + [None] * 37, plain + [None] * 37, strict=True)
+    batch = [s for trio in interleaved for s in trio if s]
+    with SpanStore(path, create=True) as store:
+        assert store.write(batch) == 46
+        assert store.count() == 46
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT trace_id, run, spans, length(body), start_ns, last_start_ns "
+            "FROM spans_000001 ORDER BY rowid"
+        ).fetchall()
+        view = db.execute("SELECT trace_id, span_id, attributes, run FROM spans").fetchall()
+    ones, twos, threes = ([r for r in rows if r[0] == f"{n:032x}"] for n in (1, 2, 3))
+    assert [(r[1], r[2]) for r in ones] == [("a", 9), (None, 9), (None, 9), (None, 9), (None, 4)]
+    assert max(r[3] for r in ones) <= 1536
+    assert [(r[1], r[2]) for r in twos] == [("a", 1), ("b", 2)]
+    assert [(r[1], r[2], r[4], r[5]) for r in threes] == [(None, 3, T0, T0 + 2_000)]
+    assert len(view) == 46 and view[0][:2] == (f"{1:032x}", big[0].span_id)
+    assert json.loads(view[0][2]) == big[0].attributes and view[0][3] == "a"
+    with SpanStore(path, read_only=True) as store:
+        got = {
+            t: [s for s in spans] for t, spans in ((s[0].trace_id, s) for _, s in store.traces())
+        }
+        assert got == {f"{n:032x}": t for n, t in ((1, big), (2, two_runs), (3, plain))}
+        assert [s.span_id for s in store.spans_of([f"{2:032x}"])] == [s.span_id for s in two_runs]
+        only_b = [s[0].trace_id for _, s in store.traces(run="b")]
+        assert only_b == [f"{2:032x}"]
+
+
+@pytest.mark.parametrize(
+    ("tamper", "kept", "said"),
+    [
+        (lambda g: b"[[not json", 0, "store rows whose spans are not JSON were skipped"),
+        (lambda g: json.dumps([g[0], 7, g[2]]).encode(), 2, "store rows that are not spans were skipped"),
+        (lambda g: json.dumps([{**dict(enumerate(g[0]))}, g[1], g[2]]).encode(), 2,
+         "store rows that are not spans were skipped"),
+        (lambda g: json.dumps([[*g[0][:5], "x", *g[0][6:]], g[1], g[2]]).encode(), 2,
+         "store rows with a field of the wrong type were skipped"),
+        (lambda g: json.dumps([[*g[0][:7], g[0][6] - 1, *g[0][8:]], g[1], g[2]]).encode(), 2,
+         "store rows that end before they start were skipped"),
+        (lambda g: json.dumps([[*g[0][:1], "", *g[0][2:]], g[1], g[2]]).encode(), 2,
+         "store rows without ids or times were skipped"),
+        (lambda g: json.dumps([[*g[0][:6], -1, *g[0][7:]], g[1], g[2]]).encode(), 2,
+         "spans with times outside 1970..2200 were skipped"),
+    ],
+)  # fmt: skip
+def test_a_tampered_group_keeps_what_can_be_read_and_says_why_in_one_line(
+    tmp_path, tamper, kept, said
+):
+    path = tmp_path / "s.db"
+    with SpanStore(path, create=True) as store:
+        store.write([s for n in range(1, 4) for s in _trace(n, T0 + n * 10**9)])
+    (rowid, group), *_ = _bodies(path)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE spans_000001 SET body = ? WHERE rowid = ?", (tamper(group), rowid))
+    with SpanStore(path, read_only=True) as store:
+        from tracer.spans.model import Warnings
+
+        tally = Warnings()
+        got = [s for _, s in store.iter_trace_rows(warnings=tally)]
+    assert len(got) == 6 + kept and tally.skipped_spans == 3 - kept
+    assert tally.messages == [said]
+    done = hoptrace("analyze", str(path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["warnings"]["skipped_spans"] == 3 - kept
+
+
+def test_partitions_of_a_row_per_span_are_read_and_dropped_beside_packed_ones(tmp_path):
+    from collector.partitions import drop_partition, list_partitions
+
+    path = tmp_path / "old.db"
+    old = [_trace(n, T0 + n * 10**9, run="r") for n in range(1, 6)]
+    _old_store(path, old)
+    straggler = Span(old[0][0].trace_id, "dddddddd00000009", old[0][0].span_id, "model",
+                     "late", 1, T0 + 2 * 10**9, T0 + 3 * 10**9, None, 1, None, {})  # fmt: skip
+    new = [_trace(n, T0 + n * 10**9, run="r") for n in range(6, 9)]
+    with SpanStore(path) as store:  # migrated: partition 0 keeps a row per span
+        store.write([straggler, *(s for t in new for s in t)])
+        assert store.count() == 25
+    with SpanStore(path, read_only=True) as store:
+        got = [(s[0].trace_id, [x.span_id for x in s]) for _, s in store.traces()]
+    want = [(t[0].trace_id, [s.span_id for s in t]) for t in [[*old[0], straggler], *old[1:], *new]]
+    assert got == want
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM spans").fetchone() == (25,)
+        assert db.execute("SELECT body IS NULL FROM spans_000001 LIMIT 1").fetchone() == (0,)
+        parts = list_partitions(db)
+        assert drop_partition(db, parts[0], parts[1:]) == (15, 1)
+        assert db.execute("SELECT spans FROM partitions").fetchall() == [(9,)]
+        assert db.execute("SELECT COUNT(*) FROM spans").fetchone() == (9,)
+    with SpanStore(path, read_only=True) as store:
+        assert store.count() == 9
+        assert [s[0].trace_id for _, s in store.traces()] == [t[0].trace_id for t in new]
