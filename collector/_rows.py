@@ -178,9 +178,8 @@ def _finished(span: Span, tally: Warnings, events: Events | None) -> Span | None
 #: A span in a group's body: its fields in the order of :class:`Span`.
 _SPAN_FIELDS = 13
 #: The most bytes of spans a group holds, as a share of the store's page: SQLite keeps
-#: a row within one page when it fits, so rows of more than half a page would leave the
-#: rest of it empty (a 15-minute store took 47% more disk with whole traces of 2 KiB
-#: on pages of 4 KiB; 2% more than a row per span with groups of 1.5 KiB).
+#: a row within one page when it fits, and a row of more than half a page would leave
+#: the rest of it empty (whole traces of 2 KiB on pages of 4 KiB took 47% more disk).
 GROUP_SHARE = 3 / 8
 #: The same on pages of 4 KiB.
 GROUP_BYTES = int(4096 * GROUP_SHARE)

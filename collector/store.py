@@ -78,6 +78,7 @@ from tracer.spans.model import Span, Warnings
 
 __all__ = [
     "EVENT_ROW_FIELDS",
+    "PAGE_BYTES",
     "STORE_HEADER",
     "SpanStore",
     "default_store_path",
@@ -94,6 +95,11 @@ _ROWS_PER_STATEMENT = 256
 _CHUNK = 4_000
 #: The write-ahead log is truncated to 1 MiB after a checkpoint.
 _WAL_LIMIT = "journal_size_limit=1048576"
+#: The page size of a new store. A group of spans (:mod:`collector._schema`) of about
+#: a kilobyte leaves about half of one unused at the end of each page it fills: on
+#: pages of 4 KiB that took a quarter more disk than a row per span, on 16 KiB pages
+#: none more while the partition is written, 14% less once it has its index by trace.
+PAGE_BYTES = 16384
 
 
 class SpanStore:
@@ -160,6 +166,8 @@ class SpanStore:
                 self._conn = connect_read_only(self.path)
             else:
                 self._conn = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+                if create:  # a new file only: the pages of a store cannot change size in WAL
+                    self._conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
                 # The log is cut back to its limit after a checkpoint, not left at its peak.
                 for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", _WAL_LIMIT):
                     self._conn.execute(f"PRAGMA {pragma}")
