@@ -95,6 +95,8 @@ _ROWS_PER_STATEMENT = 256
 _CHUNK = 4_000
 #: The write-ahead log is truncated to 1 MiB after a checkpoint.
 _WAL_LIMIT = "journal_size_limit=1048576"
+#: Bytes of log between checkpoints (SQLite's default: 1,000 pages of 4 KiB).
+_CHECKPOINT_BYTES = 4 * 1024 * 1024
 #: The page size of a new store. A group of spans (:mod:`collector._schema`) of about
 #: a kilobyte leaves about half of one unused at the end of each page it fills: on
 #: pages of 4 KiB that took a quarter more disk than a row per span, on 16 KiB pages
@@ -198,6 +200,8 @@ class SpanStore:
         self._rows_per_statement = max(1, min(_ROWS_PER_STATEMENT, variables // GROUP_FIELDS))
         page = self._conn.execute("PRAGMA page_size").fetchone()[0]
         self._group_bytes = int(page * GROUP_SHARE)
+        if not read_only:  # the log checkpointed every 4 MiB, whatever the page size
+            self._conn.execute(f"PRAGMA wal_autocheckpoint={max(1, _CHECKPOINT_BYTES // page)}")
         self._lock = threading.Lock()
 
     def _probe_write(self) -> None:
