@@ -371,7 +371,7 @@ def run_reads(args: argparse.Namespace, tmp: Path) -> None:
     with SpanStore(small, read_only=True) as s:
         one = next(s.iter_spans()).trace_id
     cli = [sys.executable, "-m", "tracer.cli"]
-    one = ["env", "HOPTRACE_WORKERS=1", *cli]
+    serial = ["env", "HOPTRACE_WORKERS=1", *cli]
     by_id = [sys.executable, "-c",
              "import sys; from collector import SpanStore; "
              "s = SpanStore(sys.argv[1], read_only=True); "
@@ -384,8 +384,8 @@ def run_reads(args: argparse.Namespace, tmp: Path) -> None:
         ("runs (everything)", cli + ["runs", str(big)], cli + ["runs", str(small)]),
         ("analyze: store vs file", cli + ["analyze", str(small), "--format", "json"],
          cli + ["analyze", str(lines), "--format", "json"]),
-        ("analyze, one worker each", one + ["analyze", str(small), "--format", "json"],
-         one + ["analyze", str(lines), "--format", "json"]),
+        ("analyze, one worker each", serial + ["analyze", str(small), "--format", "json"],
+         serial + ["analyze", str(lines), "--format", "json"]),
     ]  # fmt: skip
     times: dict[str, list[tuple[float, float, float, float]]] = {p[0]: [] for p in pairs}
     for rep in range(args.repeat):
