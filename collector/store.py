@@ -12,11 +12,12 @@ recent keys are two generations of sets, so a write costs the same per span howe
 many spans are stored and however large the group commit (no unique index: random
 trace ids dirty a page per span in every commit).
 
-Spans are kept in time partitions (:mod:`collector.partitions`), indexed by trace id
-once closed and dropped whole, oldest first, by retention (:mod:`collector.retention`,
-applied by :meth:`SpanStore.maintain`). A read takes one snapshot and merges the
-partitions' indexes in trace-id order (:mod:`collector._read`), holding a chunk of
-rows and one trace, whatever the store's size.
+Spans are kept in time partitions (:mod:`collector.partitions`), packed by trace (a
+row per trace and batch, its spans one JSON array: :mod:`collector._schema`), indexed
+by trace id once closed and dropped whole, oldest first, by retention
+(:mod:`collector.retention`, applied by :meth:`SpanStore.maintain`). A read takes one
+snapshot and merges the partitions' indexes in trace-id order (:mod:`collector._read`),
+holding a chunk of rows and one trace, whatever the store's size.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ __all__ = [
 #: and with the receiver's threads busy, taking it back costs up to the switch interval
 #: (5 ms): one statement per row made writing 4 to 20 times slower under load.
 _ROWS_PER_STATEMENT = 256
-#: Rows read at a time.
+#: Rows read at a time (a row of a packed partition holds a trace's spans of one batch).
 _CHUNK = 4_000
 #: The write-ahead log is truncated to 1 MiB after a checkpoint.
 _WAL_LIMIT = "journal_size_limit=1048576"
@@ -173,8 +174,8 @@ class SpanStore:
                 # The log is cut back to its limit after a checkpoint, not left at its peak.
                 for pragma in ("journal_mode=WAL", f"synchronous={synchronous}", _WAL_LIMIT):
                     self._conn.execute(f"PRAGMA {pragma}")
-                # A store from before events were kept gets their table too.
-                self._conn.executescript(EVENTS_SCHEMA)
+                if create:
+                    self._conn.executescript(EVENTS_SCHEMA)
                 if create or is_legacy(self._conn):
                     self.migration = migrate(self._conn)
             self._conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
@@ -192,6 +193,8 @@ class SpanStore:
             if partitions:
                 self._conn.execute(f"SELECT MAX(rowid) FROM {partitions[-1].name}").fetchone()
             if not read_only:
+                # A store from before events were kept gets their table too.
+                self._conn.executescript(EVENTS_SCHEMA)
                 self._probe_write()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
@@ -251,7 +254,8 @@ class SpanStore:
         so a batch that failed is written in full when it is sent again.
 
         Raises:
-            sqlite3.ProgrammingError: a row is neither (nothing is written).
+            sqlite3.ProgrammingError: a row is neither a span's nor an event's (nothing
+                is written).
         """
         with self._lock:
             recent = self._recent
