@@ -446,7 +446,7 @@ class SpanStore:
                 if not block:
                     break
         finally:
-            with lock:
+            with lock, self._reading():  # a damaged store may fail the end of a read too
                 context.__exit__(None, None, None)
 
     def iter_spans(

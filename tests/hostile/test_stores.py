@@ -59,20 +59,25 @@ def _read_only(path: Path) -> Iterator[None]:
             path.chmod(mode)
 
 
-def _scramble_last_page(path: Path) -> None:
+def _scramble_last_page(path: Path, share: float = 1.0) -> None:
+    """Random bytes over the last page of ``path`` (its last ``share`` of it)."""
     size = path.stat().st_size
     with open(path, "r+b") as fh:
-        fh.seek(size - 4096)
-        fh.write(os.urandom(4096))
+        fh.seek(16)  # the page size, in the file's header
+        page = int.from_bytes(fh.read(2), "big")
+        page = int((65536 if page == 1 else page) * share)
+        fh.seek(size - page)
+        fh.write(os.urandom(page))
 
 
+@pytest.mark.parametrize("share", [1.0, 0.25])
 @pytest.mark.parametrize(
     "command",
     [["analyze"], ["whatif", "--stage", "other", "--speedup", "2"], ["report", "-o", "r.html"]],
 )
-def test_a_store_with_a_scrambled_late_page_gets_one_clear_line(tmp_path: Path, command):
+def test_a_store_with_a_scrambled_late_page_gets_one_clear_line(tmp_path: Path, command, share):
     store = _store(tmp_path / "spans.db")
-    _scramble_last_page(store)
+    _scramble_last_page(store, share)  # a quarter: found by the read, not on opening
     result = hoptrace(*command, str(store), cwd=tmp_path)
     assert result.returncode == 2
     assert "is damaged" in result.stderr and ".recover" in result.stderr
