@@ -18,8 +18,8 @@ import time
 
 from demo_app.model import create_model_app
 from demo_app.profiles import get_profile
-from tracer._batch import snapshot
-from tracer._json_export import encode, encode_snapshots
+from tracer.sdk.batch import snapshot
+from tracer.sdk.json_export import encode, encode_snapshots
 from tracer.testing import call_asgi, capture_spans
 
 _BODY = json.dumps(

@@ -86,7 +86,7 @@ def _child(scenario: str, traced: bool, n: int, spans: str | None) -> None:
     import span_instructions as pieces
 
     import tracer
-    from tracer._json_export import JsonSpanExporter
+    from tracer.sdk.json_export import JsonSpanExporter
 
     class EncodeOnly(JsonSpanExporter):
         """Encodes each batch as the real exporter does; nothing is sent."""

@@ -50,7 +50,7 @@ def _provider(traced: bool, exporter: Any = None, batching: dict[str, str] | Non
     no-op provider; ``batching`` the ``OTEL_BSP_*`` settings, by default ones that keep
     every span queued (nothing is sent in the run)."""
     import tracer
-    from tracer._json_export import JsonSpanExporter
+    from tracer.sdk.json_export import JsonSpanExporter
 
     os.environ.update(
         batching

@@ -16,7 +16,7 @@ import httpx
 
 import tracer
 from tracer import attributes as attrs
-from tracer._host import record_client_load
+from tracer.instrument.host import record_client_load
 from tracer._sse import aiter_sse_data
 
 __all__ = ["RequestResult", "run_requests"]

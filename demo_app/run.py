@@ -24,7 +24,7 @@ from demo_app.overhead import Overhead, measure_overhead
 from demo_app.profiles import get_profile
 from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
-from tracer._setup import prefer_prompt_export
+from tracer.sdk.setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.checks.slo import Slo
 from tracer.analysis.loaders.arrival import wait_for_traces

@@ -29,11 +29,11 @@ from tracer._errors import (
 )
 
 if TYPE_CHECKING:
-    from tracer._genai import genai_request, record_engine_latency, record_usage
-    from tracer._instrument import instrument_fastapi, instrument_httpx
-    from tracer._load import record_pool
-    from tracer._setup import dropped_spans, force_flush, is_configured, setup, shutdown
-    from tracer._stage import mark_first_token, stage
+    from tracer.instrument.genai import genai_request, record_engine_latency, record_usage
+    from tracer.instrument.web import instrument_fastapi, instrument_httpx
+    from tracer.instrument.load import record_pool
+    from tracer.sdk.setup import dropped_spans, force_flush, is_configured, setup, shutdown
+    from tracer.instrument.stage import mark_first_token, stage
 
 __version__ = "0.1.0"
 
@@ -41,19 +41,19 @@ __version__ = "0.1.0"
 # the analyzer, the collector and the command line, which import ``tracer.*``
 # submodules, do not pay for it.
 _LAZY = {
-    "dropped_spans": "tracer._setup",
-    "force_flush": "tracer._setup",
-    "genai_request": "tracer._genai",
-    "instrument_fastapi": "tracer._instrument",
-    "instrument_httpx": "tracer._instrument",
-    "is_configured": "tracer._setup",
-    "mark_first_token": "tracer._stage",
-    "record_engine_latency": "tracer._genai",
-    "record_pool": "tracer._load",
-    "record_usage": "tracer._genai",
-    "setup": "tracer._setup",
-    "shutdown": "tracer._setup",
-    "stage": "tracer._stage",
+    "dropped_spans": "tracer.sdk.setup",
+    "force_flush": "tracer.sdk.setup",
+    "genai_request": "tracer.instrument.genai",
+    "instrument_fastapi": "tracer.instrument.web",
+    "instrument_httpx": "tracer.instrument.web",
+    "is_configured": "tracer.sdk.setup",
+    "mark_first_token": "tracer.instrument.stage",
+    "record_engine_latency": "tracer.instrument.genai",
+    "record_pool": "tracer.instrument.load",
+    "record_usage": "tracer.instrument.genai",
+    "setup": "tracer.sdk.setup",
+    "shutdown": "tracer.sdk.setup",
+    "stage": "tracer.instrument.stage",
 }
 
 

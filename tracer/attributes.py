@@ -138,7 +138,7 @@ HOST_CPU_BUSY = "hoptrace.host.cpu_busy_ns"
 #: (``spans_dropped_by_senders``).
 SPANS_DROPPED = "hoptrace.spans_dropped"
 
-# What a model of the load reads (docs/analysis.md, section 10; tracer/_load.py).
+# What a model of the load reads (docs/analysis.md, section 10; tracer/instrument/load.py).
 #: Server span: CPU time (user + system, every thread) the serving process spent from
 #: the span's start to its end, ns (int). With concurrent requests it includes the CPU
 #: of the others running meanwhile: it bounds one request's demand from above.

@@ -21,7 +21,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracer._json_export import _value as otlp_value  # the exporter's own encoding
+from tracer.sdk.json_export import _value as otlp_value  # the exporter's own encoding
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.attribution import attribute as attribute_module
 from tracer.analysis.attribution.shapes import FIELDS

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from tests.synthetic import SEED_MS, chain_trace
-from tracer._sampling import ConsistentProbabilitySampler
-from tracer._threshold import adjusted_count, parse_tracestate_threshold
+from tracer.sampling.samplers import ConsistentProbabilitySampler
+from tracer.sampling.threshold import adjusted_count, parse_tracestate_threshold
 from tracer.analysis.aggregate import Analysis, aggregate_columns, analyze
 from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.sampling.estimate import CONFIDENCE

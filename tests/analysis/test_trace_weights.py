@@ -22,8 +22,8 @@ from collector import SpanStore
 from tests.collector.test_receiver import _otlp_json
 from tests.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer import attributes as attrs
-from tracer._json_export import encode
-from tracer._sampling import ConsistentProbabilitySampler
+from tracer.sdk.json_export import encode
+from tracer.sampling.samplers import ConsistentProbabilitySampler
 from tracer.analysis.aggregate import analyze
 from tracer.analysis.loaders import load
 from tracer.analysis.model.traceset import TraceSet

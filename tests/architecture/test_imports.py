@@ -109,6 +109,21 @@ def test_the_span_model_imports_nothing_of_the_analyzer_or_the_collector():
         assert not {m for m in graph[name] if m.startswith(("tracer.analysis", "collector"))}
 
 
+def test_the_instrumentation_imports_nothing_of_the_collector_analyzer_bench_or_cli():
+    """What an application imports to be traced stays apart from the tools."""
+    graph = _graph()
+    folders = ("tracer.instrument", "tracer.sdk", "tracer.sampling")
+    found = {
+        f"{name} -> {target}"
+        for name, deps in graph.items()
+        if name in ("tracer", "tracer.testing") or name.startswith(folders)
+        for target in deps
+        if target.startswith(("collector", "tracer.analysis", "tracer.bench", "tracer.cli"))
+    }
+    assert len([name for name in graph if name.startswith(folders)]) == 17
+    assert found == set()
+
+
 def test_the_cli_command_modules_import_only_the_shared_module_of_the_cli():
     graph = _graph()
     for name in (
@@ -163,40 +178,23 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "tracer._lazy",
             "tracer._sources",
             "tracer._terminal",
-            "tracer._threshold",
             "tracer._sse",
         ),
     ),
     ("spans", ("tracer.spans",)),
     ("collector", ("collector",)),
-    (
-        "instrumentation",
-        (
-            "tracer",
-            "tracer._answers",
-            "tracer._batch",
-            "tracer._context",
-            "tracer._genai",
-            "tracer._host",
-            "tracer._instrument",
-            "tracer._json_export",
-            "tracer._load",
-            "tracer._probe",
-            "tracer._sampling",
-            "tracer._setup",
-            "tracer._snapshot",
-            "tracer._stage",
-            "tracer._unsampled",
-            "tracer.testing",
-        ),
-    ),
+    # The byte limit on HTTP answers reads the collector's size format.
+    ("answers", ("tracer._answers",)),
+    ("sampling", ("tracer.sampling",)),
+    ("instrument", ("tracer.instrument",)),
+    ("sdk", ("tracer.sdk",)),
+    ("instrumentation api", ("tracer", "tracer.testing")),
     ("conventions", ("tracer.analysis.conventions",)),
     ("model", ("tracer.analysis.model",)),
     ("table and sampling", ("tracer.analysis.table", "tracer.analysis.sampling")),
     ("attribution", ("tracer.analysis.attribution",)),
     ("aggregate", ("tracer.analysis.aggregate",)),
-    # A bench sweep's judgement (its knee) is read by the what-if under load too.
-    ("whatif and checks", ("tracer.analysis.whatif", "tracer.analysis.checks", "tracer._sweep")),
+    ("whatif and checks", ("tracer.analysis.whatif", "tracer.analysis.checks")),
     (
         "front",
         (
@@ -208,10 +206,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("execution and loaders", ("tracer.analysis.execution", "tracer.analysis.loaders")),
     ("live", ("tracer.analysis.live",)),
     ("public api", ("tracer.analysis",)),
-    (
-        "bench",
-        ("tracer.bench", "tracer._bench_args", "tracer._chat_protocol", "tracer._openloop"),
-    ),
+    ("bench", ("tracer.bench",)),
     ("render", ("tracer.analysis.render",)),
     ("demo", ("demo_app",)),
     ("cli", ("tracer.cli",)),

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from demo_app.chain import Chain
-from tracer._host import host_cpus
+from tracer.instrument.host import host_cpus
 from tracer.analysis import load
 
 # Boots real service processes on loopback ports: run with -m integration.

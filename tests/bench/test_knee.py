@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracer._sweep import FLAT_SHARE, LATENCY_GROWTH, find_knee
+from tracer.analysis.checks.sweep import FLAT_SHARE, LATENCY_GROWTH, find_knee
 from tracer.analysis.render import bench_dict, bench_sections, to_table
 from tracer.bench import BenchResult, LevelResult, Sample
 

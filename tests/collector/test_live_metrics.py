@@ -225,7 +225,7 @@ def test_sampled_traces_count_for_the_traffic_they_stand_for(live):
     """Traces kept one in four by hoptrace's consistent probability sampler (its
     threshold ``ot=th:c`` in every span's trace state) count four times each in the
     histograms, counters and the window: the metrics estimate all the traffic."""
-    from tracer._sampling import ConsistentProbabilitySampler
+    from tracer.sampling.samplers import ConsistentProbabilitySampler
 
     sampler = ConsistentProbabilitySampler(0.25)
     kept = sum(send_chat_trace(live.endpoint, sampler=sampler) for _ in range(24))

@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from collector import BackgroundCollector
 from collector.decode import decode_body
 from tests.collector.test_receiver import _otlp_json
-from tracer._batch import SnapshotBatchProcessor, SpanDrops
-from tracer._json_export import JsonSpanExporter
+from tracer.sdk.batch import SnapshotBatchProcessor, SpanDrops
+from tracer.sdk.json_export import JsonSpanExporter
 from tracer.attributes import SPANS_DROPPED
 
 

@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.helpers import emit_sample_spans, eventually
-from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
-from tracer._json_export import encode_snapshots
+from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
+from tracer.sdk.json_export import encode_snapshots
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
 
 
@@ -156,7 +156,7 @@ def test_a_full_queue_drops_spans_counts_them_and_says_so_once(caplog):
     )
     provider = _provider(processor)
     t = provider.get_tracer("test")
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         for i in range(3):
             t.start_span(f"s{i}").end()
         assert busy.wait(5)  # the first full batch is being sent

@@ -13,8 +13,8 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, Trace
 import tracer
 from tests.helpers import fresh_tracer_provider
 from tracer._errors import ConfigError
-from tracer._sampling import ConsistentProbabilitySampler, default_sampler
-from tracer._threshold import (
+from tracer.sampling.samplers import ConsistentProbabilitySampler, default_sampler
+from tracer.sampling.threshold import (
     adjusted_count,
     encode_threshold,
     parse_tracestate_threshold,

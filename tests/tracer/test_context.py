@@ -11,7 +11,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 
-from tracer import _context
+from tracer.instrument import context as _context
 
 
 def test_attach_sets_the_context_the_api_reads_and_detach_restores_it():
@@ -79,7 +79,7 @@ def _said(caplog) -> list[str]:
 
 
 def test_the_api_functions_are_used_and_said_once_when_the_context_variable_is_renamed(caplog):
-    with caplog.at_level(logging.WARNING, logger="tracer._context"):
+    with caplog.at_level(logging.WARNING, logger="tracer.instrument.context"):
         var = _context._context_var(_RenamedVariable(), _RenamedVariable)
     assert var is None
     said = _said(caplog)
@@ -87,7 +87,7 @@ def test_the_api_functions_are_used_and_said_once_when_the_context_variable_is_r
 
 
 def test_the_api_functions_are_used_when_the_context_variable_is_not_the_one_in_use(caplog):
-    with caplog.at_level(logging.WARNING, logger="tracer._context"):
+    with caplog.at_level(logging.WARNING, logger="tracer.instrument.context"):
         var = _context._context_var(_OtherVariable(), _OtherVariable)
     assert var is None
     said = _said(caplog)
@@ -95,13 +95,13 @@ def test_the_api_functions_are_used_when_the_context_variable_is_not_the_one_in_
 
 
 def test_the_context_variable_is_used_without_a_word_with_the_apis_runtime_context(caplog):
-    with caplog.at_level(logging.WARNING, logger="tracer._context"):
+    with caplog.at_level(logging.WARNING, logger="tracer.instrument.context"):
         var = _context._context_var(ContextVarsRuntimeContext())
     assert isinstance(var, contextvars.ContextVar) and _said(caplog) == []
     assert _context.attach is not otel_context.attach  # this API: the fast functions
 
 
 def test_another_runtime_context_gets_the_api_functions_without_a_word(caplog):
-    with caplog.at_level(logging.WARNING, logger="tracer._context"):
+    with caplog.at_level(logging.WARNING, logger="tracer.instrument.context"):
         assert _context._context_var(_RenamedVariable()) is None
     assert _said(caplog) == []

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from tests.helpers import emit_sample_spans
-from tracer._json_export import JsonSpanExporter, encode
+from tracer.sdk.json_export import JsonSpanExporter, encode
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
 from tracer.testing import capture_spans
 
@@ -141,7 +141,7 @@ def test_nobody_listening_fails_within_the_timeout():
 
 def test_setup_with_http_json_reaches_a_real_collector(tmp_path):
     from collector import BackgroundCollector
-    from tracer._setup import _make_exporter
+    from tracer.sdk.setup import _make_exporter
 
     with BackgroundCollector(tmp_path / "s.db") as collector:
         provider = TracerProvider()
@@ -169,6 +169,6 @@ def test_setup_with_http_json_reaches_a_real_collector(tmp_path):
     ],
 )
 def test_retry_after_header_is_read_or_ignored_never_raised(header, expected):
-    from tracer._json_export import _retry_after
+    from tracer.sdk.json_export import _retry_after
 
     assert _retry_after(header) == expected

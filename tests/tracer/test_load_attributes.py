@@ -21,8 +21,8 @@ from demo_app import gateway as demo_gateway
 from demo_app import model as demo_model
 from demo_app.profiles import get_profile
 from tracer import attributes as attrs
-from tracer._load import load_resource_attributes, process_cpus
-from tracer._setup import make_resource
+from tracer.instrument.load import load_resource_attributes, process_cpus
+from tracer.sdk.setup import make_resource
 from tracer.testing import call_asgi, capture_spans
 
 BURN_NS = 20_000_000  # 20 ms of CPU in the handler

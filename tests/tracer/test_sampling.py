@@ -8,7 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import DEFAULT_ON, ParentBased
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
 
-from tracer._sampling import ParentBasedAlwaysOn, default_sampler
+from tracer.sampling.samplers import ParentBasedAlwaysOn, default_sampler
 
 _STATE = TraceState([("vendor", "x1")])
 

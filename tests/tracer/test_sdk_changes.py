@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import tracer
 from tests.helpers import emit_sample_spans, fresh_tracer_provider
 from tests.tracer.test_batch import _provider, _Recorder
-from tracer._batch import SnapshotBatchProcessor, SpanDrops
-from tracer._json_export import JsonSpanExporter
+from tracer.sdk.batch import SnapshotBatchProcessor, SpanDrops
+from tracer.sdk.json_export import JsonSpanExporter
 from tracer.attributes import SPANS_DROPPED
 from tracer.spans import Warnings, spans_from_otlp_proto
 
@@ -85,7 +85,7 @@ def test_spans_are_exported_through_properties_when_the_sdk_keeps_them_otherwise
 ):
     monkeypatch.setattr(sdk_trace, "ReadableSpan", span_class)  # what Span hands on_end
     recorder = _Recorder()
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
         ours, sdk = _exported_both_ways(processor, recorder)
     assert not processor.reads_fields
@@ -98,7 +98,7 @@ def test_spans_are_exported_through_properties_when_the_sdk_keeps_them_otherwise
 
 def test_spans_are_read_from_fields_without_a_word_when_the_sdk_keeps_them_as_tested(caplog):
     recorder = _Recorder()
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
         ours, sdk = _exported_both_ways(processor, recorder)
     assert processor.reads_fields
@@ -108,7 +108,7 @@ def test_spans_are_read_from_fields_without_a_word_when_the_sdk_keeps_them_as_te
 
 def test_the_sdk_disabled_leaves_the_properties_in_use_without_a_word(monkeypatch, caplog):
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         processor = SnapshotBatchProcessor(_Recorder(), schedule_delay_millis=60_000)
     assert not processor.reads_fields
     assert [r for r in caplog.records if r.name.startswith("tracer")] == []
@@ -118,7 +118,7 @@ def test_the_sdk_disabled_leaves_the_properties_in_use_without_a_word(monkeypatc
 def test_a_span_that_cannot_be_read_is_dropped_counted_and_said_once(caplog):
     recorder = _Recorder()
     processor = SnapshotBatchProcessor(recorder, schedule_delay_millis=60_000)
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         for _ in range(3):
             processor.on_end(object())  # type: ignore[arg-type]  # no context, no name
     assert processor.drops == SpanDrops(snapshot_failed=3)
@@ -158,7 +158,7 @@ def test_a_failed_export_is_counted_said_once_and_reported_with_the_next_batch(c
     exporter = _FailingFirst(failures=2, raises=raises)
     processor = SnapshotBatchProcessor(exporter, schedule_delay_millis=60_000)
     t = _provider(processor).get_tracer("test")
-    with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+    with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
         for size in (3, 4, 1, 1):  # spans per batch: two batches fail, two go
             for i in range(size):
                 t.start_span(f"s{i}").end()
@@ -220,7 +220,7 @@ def test_shutdown_waits_at_most_the_export_timeout_then_counts_what_is_left(
         assert exporter.busy.wait(10)
         for i in range(3):
             t.start_span(f"left{i}").end()
-        with caplog.at_level(logging.WARNING, logger="tracer._batch"):
+        with caplog.at_level(logging.WARNING, logger="tracer.sdk.batch"):
             started = time.monotonic()
             processor.shutdown()
             waited = time.monotonic() - started

@@ -75,7 +75,7 @@ def test_an_unsampled_request_skips_its_server_span_but_not_its_trace_context():
 
 
 def test_a_request_that_starts_a_trace_is_decided_once_on_its_own_trace_id():
-    from tracer._threshold import probability_to_threshold
+    from tracer.sampling.threshold import probability_to_threshold
 
     fresh_tracer_provider()
     low56 = (1 << 56) - 1

@@ -34,7 +34,7 @@ def _tracing_reachable() -> str | None:
     """The OTLP traces endpoint when something answers there, else None."""
     import httpx
 
-    from tracer._setup import traces_endpoint
+    from tracer.sdk.setup import traces_endpoint
 
     endpoint = traces_endpoint(None, "http/protobuf")
     try:
@@ -119,7 +119,7 @@ def _open_loop(
     """``--rate`` and its options as rates and an arrival process (None: a closed
     loop); the open-loop options without ``--rate``, or with ``--concurrency``, are
     refused in one line."""
-    from tracer._openloop import Arrivals, parse_rates
+    from tracer.bench.openloop import Arrivals, parse_rates
 
     ctx = click.get_current_context()
 
@@ -276,8 +276,8 @@ def bench(
     import tracer
     from collector import default_store_path
     from collector.memory import parse_size
-    from tracer._setup import prefer_prompt_export
-    from tracer._sweep import check_slo
+    from tracer.sdk.setup import prefer_prompt_export
+    from tracer.analysis.checks.sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
     from tracer.analysis.checks.slo import parse_slo
     from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench

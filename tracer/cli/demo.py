@@ -220,7 +220,7 @@ def serve(
     """Start the traced chain and the collector, and stay up until Ctrl-C."""
     from collector import default_store_path
     from demo_app.chain import Chain, stop_on_signals
-    from tracer._setup import prefer_prompt_export
+    from tracer.sdk.setup import prefer_prompt_export
 
     store_path = Path(store) if store else default_store_path()
     prefer_prompt_export()

@@ -9,7 +9,7 @@ from tracer.analysis.render.json_out import number, stats_dict
 from tracer.analysis.render.sections import Section, fmt_ms
 
 if TYPE_CHECKING:  # tracer.bench imports httpx: not for every report
-    from tracer._sweep import LevelSlo, SweepSlo
+    from tracer.analysis.checks.sweep import LevelSlo, SweepSlo
     from tracer.bench import BenchResult
 
 __all__ = ["bench_dict", "bench_sections"]
@@ -229,7 +229,7 @@ def _open_section(levels: list[Any]) -> Section:
 
 
 def _rate_knee_note(result: BenchResult) -> str:
-    from tracer._sweep import FOLLOW_SHARE
+    from tracer.analysis.checks.sweep import FOLLOW_SHARE
 
     knee = result.rate_knee
     if knee is None:
@@ -271,7 +271,7 @@ def _maybe(value: float | None) -> float | None:
 
 
 def _knee_note(result: BenchResult) -> str:
-    from tracer._sweep import FLAT_SHARE, LATENCY_GROWTH
+    from tracer.analysis.checks.sweep import FLAT_SHARE, LATENCY_GROWTH
 
     knee = result.knee
     if knee is None and len(result.levels) < 2:

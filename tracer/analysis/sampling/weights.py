@@ -2,7 +2,7 @@
 
 A trace kept by a consistent probability sampler carries the sampler's threshold in
 its spans' trace state (``ot=th:e666``: 10%, weight 1/p = 10;
-:mod:`tracer._threshold`). Other samplers write the probability as an attribute
+:mod:`tracer.sampling.threshold`). Other samplers write the probability as an attribute
 (``sampling.probability``, 0..1) or a rate (``SampleRate``, 1 in N). A trace without
 any of them is full data: weight 1.
 
@@ -20,7 +20,7 @@ import math
 from operator import attrgetter
 
 from tracer import attributes as attrs
-from tracer._threshold import adjusted_count, ot_value, parse_ot
+from tracer.sampling.threshold import adjusted_count, ot_value, parse_ot
 from tracer.spans.model import Span
 
 __all__ = ["FULL", "SAMPLING_KEYS", "trace_weight"]

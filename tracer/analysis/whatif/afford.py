@@ -35,7 +35,7 @@ __all__ = ["Afford", "attainment_target", "most_calls"]
 
 def attainment_target() -> float:
     """The share of requests that must meet the SLO (the bench's default)."""
-    from tracer._sweep import DEFAULT_ATTAINMENT
+    from tracer.analysis.checks.sweep import DEFAULT_ATTAINMENT
 
     return DEFAULT_ATTAINMENT
 

@@ -402,7 +402,7 @@ def _scaled(measured: Stats, sim_before: Stats, sim_after: Stats) -> Stats:
 
 @dataclass
 class _SweepLevel:
-    """A bench level as the knee rule reads it (``tracer._sweep.find_knee``)."""
+    """A bench level as the knee rule reads it (``tracer.analysis.checks.sweep.find_knee``)."""
 
     concurrency: int
     stats: Stats
@@ -424,7 +424,7 @@ class _SweepLevel:
 def sweep_knees(levels: Sequence[tuple[str, int, LoadWhatIf]]) -> tuple[int | None, int | None]:
     """A sweep's knee (``docs/bench.md``) as measured, and where it moves after the
     change: the knee rule on each level's measured and projected figures."""
-    from tracer._sweep import find_knee
+    from tracer.analysis.checks.sweep import find_knee
 
     before = find_knee(
         [_SweepLevel(c, lw.before, lw.throughput_before_per_s) for _, c, lw in levels]

@@ -1,7 +1,7 @@
 """Requests of an unsampled trace skip the server-span middleware.
 
 A request whose ``traceparent`` says its trace was not sampled gets no server span
-from hoptrace's parent-based samplers (``tracer._sampling``): the SDK would make a
+from hoptrace's parent-based samplers (``tracer.sampling.samplers``): the SDK would make a
 non-recording span, and the ASGI instrumentation would still read the request's
 headers and attributes, wrap its messages and start and end that span, about 0.1 ms
 of CPU a request (docs/overhead.md). With one of those samplers installed, such a
@@ -13,7 +13,7 @@ A request that starts a trace (no ``traceparent``), with the consistent probabil
 sampler of ``tracer.setup(sample_ratio=...)``, is decided here, on a trace id drawn as
 the SDK draws them: dropped, it goes straight to the app with that unsampled trace's
 context current; kept, the server span is made with that very trace id
-(``tracer._sampling.PresetIdGenerator``), so the sampler decides the same.
+(``tracer.sampling.samplers.PresetIdGenerator``), so the sampler decides the same.
 
 Not skipped: sampled requests, other samplers, and any request when an SDK meter
 provider is installed (the instrumentation's HTTP server metrics count every request).
@@ -40,7 +40,7 @@ def _skipping() -> bool:
     provider, meters = trace.get_tracer_provider(), metrics.get_meter_provider()
     if _cache[0] is provider and _cache[1] is meters:
         return _cache[2]
-    from tracer._sampling import ConsistentProbabilitySampler, ParentBasedAlwaysOn
+    from tracer.sampling.samplers import ConsistentProbabilitySampler, ParentBasedAlwaysOn
 
     sampler = getattr(provider, "sampler", None)
     ours = type(sampler) in (ConsistentProbabilitySampler, ParentBasedAlwaysOn)
@@ -66,8 +66,8 @@ def _unsampled(value: bytes) -> bool:
 def _root_decision() -> tuple[int, bool, Any] | None:
     """For a request that starts a trace: a trace id, whether the consistent sampler
     keeps it, and the id generator; None unless that sampler and
-    :class:`~tracer._sampling.PresetIdGenerator` are installed (``tracer.setup``)."""
-    from tracer._sampling import ConsistentProbabilitySampler, PresetIdGenerator
+    :class:`~tracer.sampling.samplers.PresetIdGenerator` are installed (``tracer.setup``)."""
+    from tracer.sampling.samplers import ConsistentProbabilitySampler, PresetIdGenerator
 
     provider = trace.get_tracer_provider()
     sampler, ids = getattr(provider, "sampler", None), getattr(provider, "id_generator", None)
@@ -98,7 +98,7 @@ class _SkipUnsampled:
             if decided is not None:
                 trace_id, keep, ids = decided
                 if keep:  # the server span gets this trace id, and the same decision
-                    from tracer._sampling import preset_trace_id, reset_preset
+                    from tracer.sampling.samplers import preset_trace_id, reset_preset
 
                     preset = preset_trace_id(trace_id)
                     try:

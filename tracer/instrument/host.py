@@ -55,7 +55,7 @@ def record_client_load(span: Any, cpu_at_start_ns: int) -> None:
     """On a load client's request span (``hoptrace bench``, the demo's client): this
     process's CPU over it and in all, and the host's busy CPU and cores; never raises."""
     from tracer import attributes as attrs
-    from tracer._load import set_process_cpu
+    from tracer.instrument.load import set_process_cpu
 
     set_process_cpu(span, cpu_at_start_ns)
     busy = host_cpu_busy_ns()

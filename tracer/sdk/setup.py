@@ -37,7 +37,7 @@ from opentelemetry.sdk.trace.sampling import Sampler
 from tracer._errors import ConfigError
 
 if TYPE_CHECKING:
-    from tracer._batch import SpanDrops
+    from tracer.sdk.batch import SpanDrops
 
 __all__ = [
     "DEFAULT_ENDPOINT",
@@ -116,7 +116,7 @@ def _make_exporter(endpoint: str | None, protocol: str | None, headers: dict[str
 
         return GrpcExporter(endpoint=url, headers=headers)
     if proto == "http/json":
-        from tracer._json_export import JsonSpanExporter
+        from tracer.sdk.json_export import JsonSpanExporter
 
         return JsonSpanExporter(url, headers=headers)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -129,8 +129,8 @@ def make_resource(
 ) -> Resource:
     """The resource :func:`setup` gives its provider: ``OTEL_RESOURCE_ATTRIBUTES``,
     ``resource_attributes`` and ``service_name`` (the later wins), then the load
-    model's attributes none of them gave (``tracer/_load.py``)."""
-    from tracer._load import load_resource_attributes
+    model's attributes none of them gave (``tracer/instrument/load.py``)."""
+    from tracer.instrument.load import load_resource_attributes
 
     attributes: dict[str, Any] = dict(resource_attributes or {})
     if service_name:
@@ -165,16 +165,16 @@ def setup(
         sampler: a sampler (else ``OTEL_TRACES_SAMPLER``).
         sample_ratio: keep this share of the traces (0..1) with a consistent
             probability sampler that writes its threshold in the trace state
-            (``ot=th:...``; ``tracer._sampling.ConsistentProbabilitySampler``), so the
+            (``ot=th:...``; ``tracer.sampling.samplers.ConsistentProbabilitySampler``), so the
             analyzer weights each kept trace by what it stands for (docs/sampling.md).
             Else ``OTEL_TRACES_SAMPLER=parentbased_traceidratio`` and
             ``OTEL_TRACES_SAMPLER_ARG`` give the same sampler.
         resource_attributes: more resource attributes. ``host.name``,
             ``service.instance.id``, ``hoptrace.host.cpus`` and ``hoptrace.process.cpus``
             are added unless given here or in ``OTEL_RESOURCE_ATTRIBUTES``
-            (``tracer/_load.py``).
+            (``tracer/instrument/load.py``).
         exporter: use this exporter instead of OTLP (spans still go through a batch
-            processor: ``tracer._batch``'s for a ``JsonSpanExporter``, the SDK's
+            processor: ``tracer.sdk.batch``'s for a ``JsonSpanExporter``, the SDK's
             ``BatchSpanProcessor`` for any other).
         disabled: install a no-op provider (else ``OTEL_SDK_DISABLED``).
 
@@ -205,9 +205,9 @@ def setup(
             return noop
         resource = make_resource(service_name, resource_attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
-        from tracer._batch import RoutingSpanProcessor, SnapshotBatchProcessor
-        from tracer._json_export import JsonSpanExporter
-        from tracer._sampling import (
+        from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor
+        from tracer.sdk.json_export import JsonSpanExporter
+        from tracer.sampling.samplers import (
             ConsistentProbabilitySampler,
             PresetIdGenerator,
             default_sampler,
@@ -222,7 +222,7 @@ def setup(
         processor: SpanProcessor
         if isinstance(span_exporter, JsonSpanExporter):
             # Snapshots instead of ReadableSpans in the queue: the garbage collector's
-            # full collections stay rare (tracer/_batch.py, docs/overhead.md).
+            # full collections stay rare (tracer/sdk/batch.py, docs/overhead.md).
             processor = SnapshotBatchProcessor(span_exporter)
         else:
             processor = BatchSpanProcessor(span_exporter)
@@ -231,7 +231,7 @@ def setup(
             resource=resource,
             sampler=chosen,
             active_span_processor=RoutingSpanProcessor(),
-            # a request's root decided before its server span: tracer/_unsampled.py
+            # a request's root decided before its server span: tracer/sampling/unsampled.py
             id_generator=PresetIdGenerator()
             if isinstance(chosen, ConsistentProbabilitySampler)
             else None,

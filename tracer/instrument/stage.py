@@ -25,7 +25,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from tracer import _context
+from tracer.instrument import context as _context
 from tracer import attributes as attrs
 
 __all__ = ["mark_first_token", "stage"]
@@ -58,7 +58,7 @@ def _current_tracer() -> Tracer | None:
         cached = provider.get_tracer(_INSTRUMENTATION_NAME)
         if isinstance(cached, NoOpTracer) or isinstance(provider, trace.NoOpTracerProvider):
             cached = None
-        from tracer._sampling import ConsistentProbabilitySampler, ParentBasedAlwaysOn
+        from tracer.sampling.samplers import ConsistentProbabilitySampler, ParentBasedAlwaysOn
 
         sampler = getattr(provider, "sampler", None)
         parent_based = type(sampler) in (ConsistentProbabilitySampler, ParentBasedAlwaysOn)

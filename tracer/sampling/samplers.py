@@ -38,7 +38,7 @@ from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
 from tracer._errors import ConfigError
-from tracer._threshold import (
+from tracer.sampling.threshold import (
     MAX_THRESHOLD,
     OT_KEY,
     encode_threshold,
@@ -152,7 +152,7 @@ _preset: ContextVar[int | None] = ContextVar("hoptrace_preset_trace_id", default
 class PresetIdGenerator(RandomIdGenerator):
     """The SDK's random ids, except that the next trace id made in a context where
     :func:`preset_trace_id` set one is that one (once): a request whose root the
-    server middleware decided in advance (``tracer._unsampled``) gets the trace id the
+    server middleware decided in advance (``tracer.sampling.unsampled``) gets the trace id the
     decision was made on, so the sampler decides the same."""
 
     def generate_trace_id(self) -> int:

@@ -28,9 +28,9 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
-from tracer import _context
+from tracer.instrument import context as _context
 from tracer import attributes as attrs
-from tracer._stage import mark_first_token, record_error
+from tracer.instrument.stage import mark_first_token, record_error
 
 if TYPE_CHECKING:
     import httpx2  # optional: imported only for type checking
@@ -69,7 +69,7 @@ def instrument_fastapi(
         record_cpu: put the load attributes on the server span: the process's CPU
             time during the request and its cumulative CPU at the request's end
             (``hoptrace.process.cpu_ns``, ``hoptrace.process.cpu_total_ns``), its
-            instance, host and cores (``tracer/_load.py``). It adds an ASGI
+            instance, host and cores (``tracer/instrument/load.py``). It adds an ASGI
             middleware, so only before the app serves its first request; after that,
             a warning and spans without them.
         **kwargs: passed on to ``FastAPIInstrumentor.instrument_app`` (e.g.
@@ -92,21 +92,21 @@ def instrument_fastapi(
     }
     options.update(kwargs)
     if record_cpu:
-        from tracer._load import CpuMiddleware
+        from tracer.instrument.load import CpuMiddleware
 
         try:
             app.add_middleware(CpuMiddleware)
         except RuntimeError:  # Starlette: the app already started; trace it without
             _logger.warning("the app is already serving: its server spans carry no CPU")
     FastAPIInstrumentor.instrument_app(app, **options)
-    from tracer._unsampled import skip_unsampled_requests
+    from tracer.sampling.unsampled import skip_unsampled_requests
 
     skip_unsampled_requests(app)  # an unsampled trace's requests make no server span
     return app
 
 
-# The SDK's samplers and hoptrace's faster copy of its default (tracer/_sampling.py).
-_SDK_SAMPLERS = ("opentelemetry.sdk.trace.sampling", "tracer._sampling")
+# The SDK's samplers and hoptrace's faster copy of its default (tracer/sampling/samplers.py).
+_SDK_SAMPLERS = ("opentelemetry.sdk.trace.sampling", "tracer.sampling.samplers")
 
 
 class _OnceSetTracer:

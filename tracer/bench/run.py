@@ -3,14 +3,14 @@
 The method: a fixed prompt, a fixed ``max_tokens`` and temperature 0; a warm-up at
 every concurrency level (at least as many requests as the level's concurrency) that
 is not measured; then N measured requests per level. With ``rates``, each level is an
-open loop instead (:mod:`tracer._openloop`): requests sent at that rate whether or
+open loop instead (:mod:`tracer.bench.openloop`): requests sent at that rate whether or
 not earlier ones were answered, latency also measured from each intended send time.
 Per level: status counts, end-to-end P50/P90/P99, time to first chunk, inter-chunk
 latency, output tokens/s and requests/s; with an SLO, goodput and SLO attainment.
 The knee is the first level where added clients bought little throughput while
 latency grew (an open loop's: the first rate throughput stopped following;
-``tracer._sweep``); with the traces at hand, the stage whose time grew most between
-the lowest level and the knee is named.
+:mod:`tracer.analysis.checks.sweep`); with the traces at hand, the stage whose time
+grew most between the lowest level and the knee is named.
 
     result = run_bench("http://127.0.0.1:8000/v1", api_key="...", levels=[1, 4, 8])
     print(result.knee)
@@ -34,12 +34,12 @@ import orjson
 import tracer
 from tracer import attributes as attrs
 from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
-from tracer._bench_args import check_arguments, refuse_hopeless, warmup_requests
-from tracer._chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
-from tracer._host import record_client_load
-from tracer._openloop import Arrivals, Sent, send_open_loop
+from tracer.bench.args import check_arguments, refuse_hopeless, warmup_requests
+from tracer.bench.chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
+from tracer.instrument.host import record_client_load
+from tracer.bench.openloop import Arrivals, Sent, send_open_loop
 from tracer._sse import aiter_sse_data
-from tracer._sweep import (
+from tracer.analysis.checks.sweep import (
     DEFAULT_ATTAINMENT,
     Knee,
     RateKnee,
@@ -54,15 +54,12 @@ from tracer.analysis.aggregate import Stats, stats
 from tracer.analysis.checks.slo import Slo
 
 __all__ = [
+    "DEFAULT_PROMPT",
+    "RUN_ATTRIBUTE",
     "BenchResult",
-    "Knee",
     "LevelResult",
     "Sample",
-    "check_arguments",
-    "find_knee",
     "run_bench",
-    "stage_growth",
-    "warmup_requests",
 ]
 
 DEFAULT_PROMPT = (
@@ -201,7 +198,7 @@ class BenchResult:
     levels: list[LevelResult]
     knee: Knee | None = None
     notes: list[str] = field(default_factory=list)
-    #: With an SLO: goodput and attainment per level (``tracer._sweep``).
+    #: With an SLO: goodput and attainment per level (``tracer.analysis.checks.sweep``).
     slo: SweepSlo | None = None
     #: An open-loop sweep's knee: the first rate throughput stopped following.
     rate_knee: RateKnee | None = None
@@ -391,7 +388,7 @@ async def run_bench_async(
 ) -> BenchResult:
     """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
     level's goodput and SLO attainment, and the highest level whose attainment reaches
-    ``slo_attainment`` (``tracer._sweep``). An answer larger than ``max_answer_bytes``
+    ``slo_attainment`` (``tracer.analysis.checks.sweep``). An answer larger than ``max_answer_bytes``
     after decompression is a failed request (``too_large``). With ``rates``, an open
     loop at each rate (``arrivals``, Poisson by default; at most ``max_concurrency``
     in flight, when given) instead of ``levels``.

@@ -1,7 +1,7 @@
 """A span made by the installed OpenTelemetry SDK, for checking hoptrace's fast paths.
 
-hoptrace reads some of the SDK's private fields on its hot paths (``tracer._batch``,
-``tracer._context``) because that is cheaper than the public properties. Those fields
+hoptrace reads some of the SDK's private fields on its hot paths (``tracer.sdk.batch``,
+``tracer.instrument.context``) because that is cheaper than the public properties. Those fields
 are no part of the SDK's API and may change in any release, so each fast path is
 compared once with the public way on a span that this SDK made, and is used only when
 both give the same result.

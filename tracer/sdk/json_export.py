@@ -29,7 +29,7 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from tracer._batch import Snapshot
+from tracer.sdk.batch import Snapshot
 
 __all__ = ["JsonSpanExporter"]
 
@@ -209,7 +209,7 @@ def _snapshot_span(item: Snapshot) -> dict[str, Any]:
 
 
 def encode_snapshots(items: Sequence[Snapshot], resources: Mapping[int, Any]) -> bytes:
-    """:func:`encode` for span snapshots (``tracer._batch``); ``resources`` maps each
+    """:func:`encode` for span snapshots (``tracer.sdk.batch``); ``resources`` maps each
     snapshot's resource key to its resource."""
     by_resource: dict[int, tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]] = {}
     for item in items:
@@ -282,7 +282,7 @@ class JsonSpanExporter(SpanExporter):
     def export_snapshots(
         self, items: Sequence[Snapshot], resources: Mapping[int, Any]
     ) -> SpanExportResult:
-        """Send one batch of span snapshots (from ``tracer._batch``)."""
+        """Send one batch of span snapshots (from ``tracer.sdk.batch``)."""
         if self._shutdown.is_set():
             return SpanExportResult.FAILURE
         try:

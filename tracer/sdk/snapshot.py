@@ -1,7 +1,7 @@
 """Span snapshots: an ended span as one flat tuple of ints and strings.
 
 A tuple that holds only such values is untracked by the garbage collector at its
-first pass, so a snapshot waiting in ``tracer._batch``'s queue costs the collections
+first pass, so a snapshot waiting in ``tracer.sdk.batch``'s queue costs the collections
 nothing (docs/overhead.md).
 
 A snapshot is read from the fields the SDK's ``ReadableSpan`` constructor sets rather
@@ -20,11 +20,11 @@ from typing import Any
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 
-from tracer._probe import installed_version, probe_span, supported_range
+from tracer.sdk.probe import installed_version, probe_span, supported_range
 
 __all__ = ["Snapshot", "fast_snapshot", "fast_span_type", "public_snapshot", "snapshot"]
 
-_logger = logging.getLogger("tracer._batch")  # said where the processor says the rest
+_logger = logging.getLogger("tracer.sdk.batch")  # said where the processor says the rest
 
 #: A flat tuple: trace_id, span_id, parent_span_id or None, name, OTLP kind, start_ns,
 #: end_ns, status code, status message or None, resource key, scope name, scope

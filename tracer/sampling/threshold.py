@@ -9,7 +9,7 @@ the rejection threshold ``T``; ``T`` travels as ``th``, hexadecimal with its tra
 zeros removed (``th:e666`` is 10%, ``th:0`` is 100%). A kept span stands for
 ``2**56 / (2**56 - T)`` spans of the traffic: its adjusted count.
 
-The sampler (:mod:`tracer._sampling`) and the analyzer both read this module; it
+The sampler (:mod:`tracer.sampling.samplers`) and the analyzer both read this module; it
 imports nothing.
 """
 

@@ -11,7 +11,7 @@ the demo chain's collections took 0.37 ms of CPU per request more than untraced.
 This processor queues a *snapshot* instead: one flat tuple of ints and strings (the
 resource by a small key). A tuple that holds only such values is untracked by the
 collector at its first pass, so a queued span costs the collections nothing. The
-exporter's thread encodes the snapshots (:func:`tracer._json_export.encode_snapshots`)
+exporter's thread encodes the snapshots (:func:`tracer.sdk.json_export.encode_snapshots`)
 with less work than a ``ReadableSpan`` needs.
 
 It honours the ``OTEL_BSP_*`` variables as the SDK's processor does (keywords win):
@@ -59,7 +59,7 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import TraceFlags
 
-from tracer._snapshot import (
+from tracer.sdk.snapshot import (
     Snapshot,
     fast_snapshot,
     fast_span_type,
@@ -82,7 +82,7 @@ _SAMPLED = TraceFlags.SAMPLED
 
 
 class SnapshotExporter(Protocol):
-    """What the processor sends batches to (``tracer._json_export.JsonSpanExporter``)."""
+    """What the processor sends batches to (``tracer.sdk.json_export.JsonSpanExporter``)."""
 
     def export_snapshots(self, items: Sequence[Snapshot], resources: Mapping[int, Any]) -> Any:
         """Send one batch; ``resources`` maps each snapshot's resource key to its
