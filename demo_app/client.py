@@ -16,8 +16,8 @@ import httpx
 
 import tracer
 from tracer import attributes as attrs
-from tracer.instrument.host import record_client_load
 from tracer._sse import aiter_sse_data
+from tracer.instrument.host import record_client_load
 
 __all__ = ["RequestResult", "run_requests"]
 

@@ -24,7 +24,6 @@ from demo_app.overhead import Overhead, measure_overhead
 from demo_app.profiles import get_profile
 from tracer import attributes as attrs
 from tracer._errors import ConfigError, HoptraceError
-from tracer.sdk.setup import prefer_prompt_export
 from tracer.analysis import Analysis, Comparison, TraceSet, WhatIf, analyze, compare, what_if
 from tracer.analysis.checks.slo import Slo
 from tracer.analysis.loaders.arrival import wait_for_traces
@@ -34,6 +33,7 @@ from tracer.analysis.whatif.afford import Afford, most_calls
 from tracer.analysis.whatif.answer import Question, answer
 from tracer.analysis.whatif.retime import Projection
 from tracer.analysis.whatif.scenario import Fanout, Repeat
+from tracer.sdk.setup import prefer_prompt_export
 
 __all__ = [
     "DEMO_SERVICES",

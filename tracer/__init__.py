@@ -30,10 +30,10 @@ from tracer._errors import (
 
 if TYPE_CHECKING:
     from tracer.instrument.genai import genai_request, record_engine_latency, record_usage
-    from tracer.instrument.web import instrument_fastapi, instrument_httpx
     from tracer.instrument.load import record_pool
-    from tracer.sdk.setup import dropped_spans, force_flush, is_configured, setup, shutdown
     from tracer.instrument.stage import mark_first_token, stage
+    from tracer.instrument.web import instrument_fastapi, instrument_httpx
+    from tracer.sdk.setup import dropped_spans, force_flush, is_configured, setup, shutdown
 
 __version__ = "0.1.0"
 

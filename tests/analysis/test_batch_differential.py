@@ -21,13 +21,13 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracer.sdk.json_export import _value as otlp_value  # the exporter's own encoding
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.attribution import attribute as attribute_module
 from tracer.analysis.attribution.shapes import FIELDS
 from tracer.analysis.model.prepare import prepare
 from tracer.analysis.query import Query
 from tracer.analysis.render.json_out import analysis_dict, dumps, whatif_dict
+from tracer.sdk.json_export import _value as otlp_value  # the exporter's own encoding
 from tracer.spans.model import Span, Warnings
 
 T0 = 1_760_000_000_000_000_000

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from tests.synthetic import SEED_MS, chain_trace
-from tracer.sampling.samplers import ConsistentProbabilitySampler
-from tracer.sampling.threshold import adjusted_count, parse_tracestate_threshold
 from tracer.analysis.aggregate import Analysis, aggregate_columns, analyze
 from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.sampling.estimate import CONFIDENCE
+from tracer.sampling.samplers import ConsistentProbabilitySampler
+from tracer.sampling.threshold import adjusted_count, parse_tracestate_threshold
 from tracer.spans.model import Warnings
 
 N = 10_000

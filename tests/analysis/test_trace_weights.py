@@ -22,13 +22,13 @@ from collector import SpanStore
 from tests.collector.test_receiver import _otlp_json
 from tests.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
 from tracer import attributes as attrs
-from tracer.sdk.json_export import encode
-from tracer.sampling.samplers import ConsistentProbabilitySampler
 from tracer.analysis.aggregate import analyze
 from tracer.analysis.loaders import load
 from tracer.analysis.model.traceset import TraceSet
 from tracer.analysis.sampling.weights import trace_weight
 from tracer.cli import main
+from tracer.sampling.samplers import ConsistentProbabilitySampler
+from tracer.sdk.json_export import encode
 from tracer.spans.model import Span, Warnings
 from tracer.spans.otlp import spans_from_otlp_json, spans_from_otlp_proto
 

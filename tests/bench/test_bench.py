@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from demo_app.chain import Chain
-from tracer.instrument.host import host_cpus
 from tracer.analysis import load
+from tracer.instrument.host import host_cpus
 
 # Boots real service processes on loopback ports: run with -m integration.
 pytestmark = pytest.mark.integration

@@ -24,9 +24,9 @@ from starlette.routing import Route
 
 from tests.conftest import free_port, wait_http
 from tracer import attributes as attrs
-from tracer.bench.openloop import Arrivals
 from tracer.analysis.render import bench_dict
 from tracer.bench import run_bench
+from tracer.bench.openloop import Arrivals
 from tracer.testing import capture_spans
 
 CHUNK = {"choices": [{"index": 0, "delta": {"content": "hello "}}]}

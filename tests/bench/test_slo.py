@@ -16,8 +16,8 @@ from starlette.routing import Route
 from tests.conftest import free_port, wait_http
 from tests.helpers import hoptrace
 from tracer._errors import ConfigError
-from tracer.analysis.checks.sweep import check_slo, judge_slo, level_slo, request_ms
 from tracer.analysis.checks.slo import parse_slo
+from tracer.analysis.checks.sweep import check_slo, judge_slo, level_slo, request_ms
 from tracer.analysis.render import bench_dict, bench_sections, to_table
 from tracer.bench import BenchResult, LevelResult, Sample, run_bench
 

@@ -14,9 +14,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from collector import BackgroundCollector
 from collector.decode import decode_body
 from tests.collector.test_receiver import _otlp_json
+from tracer.attributes import SPANS_DROPPED
 from tracer.sdk.batch import SnapshotBatchProcessor, SpanDrops
 from tracer.sdk.json_export import JsonSpanExporter
-from tracer.attributes import SPANS_DROPPED
 
 
 def _spans(service: str, dropped: int | None) -> list:

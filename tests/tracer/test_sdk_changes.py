@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import tracer
 from tests.helpers import emit_sample_spans, fresh_tracer_provider
 from tests.tracer.test_batch import _provider, _Recorder
+from tracer.attributes import SPANS_DROPPED
 from tracer.sdk.batch import SnapshotBatchProcessor, SpanDrops
 from tracer.sdk.json_export import JsonSpanExporter
-from tracer.attributes import SPANS_DROPPED
 from tracer.spans import Warnings, spans_from_otlp_proto
 
 _FAST_WAY = "fast way of reading spans"

@@ -47,6 +47,8 @@ _HOME = {
 __getattr__, __dir__ = exports(__name__, _HOME)
 
 __all__ = [
+    "DEFAULT_PROMPT",
+    "RUN_ATTRIBUTE",
     "BenchResult",
     "Knee",
     "LevelResult",

@@ -34,11 +34,9 @@ import orjson
 import tracer
 from tracer import attributes as attrs
 from tracer._answers import DEFAULT_BENCH_ANSWER_BYTES, AnswerTooLarge, limit_answers
-from tracer.bench.args import check_arguments, refuse_hopeless, warmup_requests
-from tracer.bench.chat_protocol import ProtocolError, body_content, check_content_type, chunk_content
-from tracer.instrument.host import record_client_load
-from tracer.bench.openloop import Arrivals, Sent, send_open_loop
 from tracer._sse import aiter_sse_data
+from tracer.analysis.aggregate import Stats, stats
+from tracer.analysis.checks.slo import Slo
 from tracer.analysis.checks.sweep import (
     DEFAULT_ATTAINMENT,
     Knee,
@@ -48,10 +46,16 @@ from tracer.analysis.checks.sweep import (
     find_knee,
     find_rate_knee,
     judge_slo,
-    stage_growth,
 )
-from tracer.analysis.aggregate import Stats, stats
-from tracer.analysis.checks.slo import Slo
+from tracer.bench.args import check_arguments, refuse_hopeless, warmup_requests
+from tracer.bench.chat_protocol import (
+    ProtocolError,
+    body_content,
+    check_content_type,
+    chunk_content,
+)
+from tracer.bench.openloop import Arrivals, Sent, send_open_loop
+from tracer.instrument.host import record_client_load
 
 __all__ = [
     "DEFAULT_PROMPT",
@@ -388,10 +392,10 @@ async def run_bench_async(
 ) -> BenchResult:
     """Sweep ``levels``; see the module docstring for the method. With ``slo``, each
     level's goodput and SLO attainment, and the highest level whose attainment reaches
-    ``slo_attainment`` (``tracer.analysis.checks.sweep``). An answer larger than ``max_answer_bytes``
-    after decompression is a failed request (``too_large``). With ``rates``, an open
-    loop at each rate (``arrivals``, Poisson by default; at most ``max_concurrency``
-    in flight, when given) instead of ``levels``.
+    ``slo_attainment`` (:mod:`tracer.analysis.checks.sweep`). An answer larger than
+    ``max_answer_bytes`` after decompression is a failed request (``too_large``). With
+    ``rates``, an open loop at each rate (``arrivals``, Poisson by default; at most
+    ``max_concurrency`` in flight, when given) instead of ``levels``.
 
     Raises:
         ConfigError: bad arguments, or every warm-up request of the first level failed

@@ -276,11 +276,11 @@ def bench(
     import tracer
     from collector import default_store_path
     from collector.memory import parse_size
-    from tracer.sdk.setup import prefer_prompt_export
-    from tracer.analysis.checks.sweep import check_slo
     from tracer.analysis import analyze, exemplar_waterfalls, render
     from tracer.analysis.checks.slo import parse_slo
+    from tracer.analysis.checks.sweep import check_slo
     from tracer.bench import DEFAULT_PROMPT, check_arguments, run_bench
+    from tracer.sdk.setup import prefer_prompt_export
 
     levels = _levels(concurrency)
     check_arguments(url, levels, requests, warmup, max_tokens, timeout)

@@ -25,8 +25,8 @@ from opentelemetry import trace
 from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from tracer.instrument import context as _context
 from tracer import attributes as attrs
+from tracer.instrument import context as _context
 
 __all__ = ["mark_first_token", "stage"]
 

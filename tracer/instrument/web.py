@@ -28,8 +28,8 @@ import httpx
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode, Tracer, TracerProvider
 
-from tracer.instrument import context as _context
 from tracer import attributes as attrs
+from tracer.instrument import context as _context
 from tracer.instrument.stage import mark_first_token, record_error
 
 if TYPE_CHECKING:

@@ -59,6 +59,7 @@ from opentelemetry.sdk.trace import (
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import TraceFlags
 
+from tracer.attributes import SPANS_DROPPED
 from tracer.sdk.snapshot import (
     Snapshot,
     fast_snapshot,
@@ -66,7 +67,6 @@ from tracer.sdk.snapshot import (
     public_snapshot,
     snapshot,
 )
-from tracer.attributes import SPANS_DROPPED
 
 __all__ = [
     "RoutingSpanProcessor",

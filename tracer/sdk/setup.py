@@ -205,13 +205,13 @@ def setup(
             return noop
         resource = make_resource(service_name, resource_attributes)
         span_exporter = exporter or _make_exporter(endpoint, protocol, headers)
-        from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor
-        from tracer.sdk.json_export import JsonSpanExporter
         from tracer.sampling.samplers import (
             ConsistentProbabilitySampler,
             PresetIdGenerator,
             default_sampler,
         )
+        from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor
+        from tracer.sdk.json_export import JsonSpanExporter
 
         if sample_ratio is not None:
             try:
