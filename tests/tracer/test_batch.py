@@ -17,7 +17,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tests.helpers import emit_sample_spans, eventually
 from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
+from tracer.sdk import snapshot as fields
 from tracer.sdk.json_export import encode_snapshots
+from tracer.sdk.probe import probe_span
+from tracer.sdk.snapshot import public_snapshot
 from tracer.spans import Warnings, spans_from_otlp_json, spans_from_otlp_proto
 
 
@@ -112,6 +115,41 @@ def test_a_snapshot_read_from_fields_equals_one_read_through_properties():
         )
         assert snapshot(span, 7) == snapshot(public, 7)
     assert [s.name for s in spans] == ["child", "parent"]  # an event, a link, an error
+
+
+def test_a_snapshot_holds_the_span_with_its_fields_where_their_names_say():
+    span = probe_span()
+    assert span is not None
+    span_id = span.context.span_id
+    for item in (snapshot(span, 7), public_snapshot(span, 7)):
+        assert item == (
+            0x1F, span_id, 0x2F, "probe", 3, 1_000, 3_000, 2, "probe", 7, "hoptrace.probe", "1.0",
+            3, "probe.str", "probe.int", "probe.list", "v", 7, ("a", "b"),
+            1, "probe.event", 2_000, 1, "probe.float", 1.5,
+            1, 0x3F, 0x4F, 1, "probe.link", True,
+            None,
+        )  # fmt: skip
+        named = {
+            name: item[getattr(fields, name)]
+            for name in fields.__all__
+            if name.isupper() and name != "ATTRIBUTES"
+        }
+        assert named == {
+            "TRACE_ID": 0x1F,
+            "SPAN_ID": span_id,
+            "PARENT_SPAN_ID": 0x2F,
+            "NAME": "probe",
+            "KIND": 3,  # CLIENT
+            "START_NS": 1_000,
+            "END_NS": 3_000,
+            "STATUS_CODE": 2,  # ERROR
+            "STATUS_MESSAGE": "probe",
+            "RESOURCE_KEY": 7,
+            "SCOPE_NAME": "hoptrace.probe",
+            "SCOPE_VERSION": "1.0",
+            "TRACE_STATE": None,
+        }
+        assert item[fields.ATTRIBUTES] == 3
 
 
 def test_a_full_batch_is_sent_before_the_delay_is_up():

@@ -61,6 +61,7 @@ from opentelemetry.trace import TraceFlags
 
 from tracer.attributes import SPANS_DROPPED
 from tracer.sdk.snapshot import (
+    RESOURCE_KEY,
     Snapshot,
     fast_snapshot,
     fast_span_type,
@@ -317,7 +318,7 @@ class SnapshotBatchProcessor(SpanProcessor):
         try:
             resources: Mapping[int, Any] = self._resources
             if reported:
-                key = batch[0][9]
+                key = batch[0][RESOURCE_KEY]
                 resources = {**resources, key: _with_drops(resources[key], reported)}
             result = self._exporter.export_snapshots(batch, resources)
             failed = result is SpanExportResult.FAILURE

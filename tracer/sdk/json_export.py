@@ -29,7 +29,23 @@ import orjson
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from tracer.sdk.batch import Snapshot
+from tracer.sdk.snapshot import (
+    ATTRIBUTES,
+    END_NS,
+    KIND,
+    NAME,
+    PARENT_SPAN_ID,
+    RESOURCE_KEY,
+    SCOPE_NAME,
+    SCOPE_VERSION,
+    SPAN_ID,
+    START_NS,
+    STATUS_CODE,
+    STATUS_MESSAGE,
+    TRACE_ID,
+    TRACE_STATE,
+    Snapshot,
+)
 
 __all__ = ["JsonSpanExporter"]
 
@@ -157,28 +173,30 @@ def encode(spans: Sequence[ReadableSpan]) -> bytes:
 
 
 def _read_pairs(item: Snapshot, i: int) -> tuple[list[dict[str, Any]], int]:
-    """The encoded attributes at ``item[i]`` (count, keys, values) and the index after."""
+    """The encoded attributes whose count is at ``item[i]`` (then the keys, then the
+    values), and the index after them."""
     n = item[i]
     i += 1
     return [_pair(item[i + j], item[i + n + j]) for j in range(n)], i + 2 * n
 
 
 def _snapshot_span(item: Snapshot) -> dict[str, Any]:
-    parent_id, code, message = item[2], item[7], item[8]
-    attributes, i = _read_pairs(item, 12)
+    attributes, i = _read_pairs(item, ATTRIBUTES)
     out: dict[str, Any] = {
-        "traceId": format(item[0], "032x"),
-        "spanId": format(item[1], "016x"),
-        "name": item[3],
-        "kind": item[4],
-        "startTimeUnixNano": str(item[5]),
-        "endTimeUnixNano": str(item[6]),
+        "traceId": format(item[TRACE_ID], "032x"),
+        "spanId": format(item[SPAN_ID], "016x"),
+        "name": item[NAME],
+        "kind": item[KIND],
+        "startTimeUnixNano": str(item[START_NS]),
+        "endTimeUnixNano": str(item[END_NS]),
         "attributes": attributes,
     }
+    parent_id = item[PARENT_SPAN_ID]
     if parent_id is not None:
         out["parentSpanId"] = format(parent_id, "016x")
-    if item[-1] is not None:
-        out["traceState"] = item[-1]
+    state = item[TRACE_STATE]
+    if state is not None:
+        out["traceState"] = state
     count = item[i]
     i += 1
     if count:
@@ -201,8 +219,10 @@ def _snapshot_span(item: Snapshot) -> dict[str, Any]:
                     "attributes": pairs,
                 }
             )
+    code = item[STATUS_CODE]
     if code:
         out["status"] = {"code": code}
+        message = item[STATUS_MESSAGE]
         if message:
             out["status"]["message"] = message
     return out
@@ -213,11 +233,12 @@ def encode_snapshots(items: Sequence[Snapshot], resources: Mapping[int, Any]) ->
     snapshot's resource key to its resource."""
     by_resource: dict[int, tuple[Any, dict[tuple[str, str | None], list[dict[str, Any]]]]] = {}
     for item in items:
-        key = item[9]
+        key = item[RESOURCE_KEY]
         entry = by_resource.get(key)
         if entry is None:
             entry = by_resource[key] = (resources[key], {})
-        entry[1].setdefault((item[10], item[11]), []).append(_snapshot_span(item))
+        scope = (item[SCOPE_NAME], item[SCOPE_VERSION])
+        entry[1].setdefault(scope, []).append(_snapshot_span(item))
     return _body(by_resource.values())
 
 

@@ -2,7 +2,9 @@
 
 A tuple that holds only such values is untracked by the garbage collector at its
 first pass, so a snapshot waiting in ``tracer.sdk.batch``'s queue costs the collections
-nothing (docs/overhead.md).
+nothing (docs/overhead.md). Only a plain tuple is: a named tuple or a class with slots
+stays tracked however plain its values, so the fields are named by their positions
+(:data:`TRACE_ID`, :data:`NAME`, ...), written once here, and read by those names.
 
 A snapshot is read from the fields the SDK's ``ReadableSpan`` constructor sets rather
 than through a dozen properties: a third of the processor's work per span. Those
@@ -22,16 +24,51 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from tracer.sdk.probe import installed_version, probe_span, supported_range
 
-__all__ = ["Snapshot", "fast_snapshot", "fast_span_type", "public_snapshot", "snapshot"]
+__all__ = [
+    "ATTRIBUTES",
+    "END_NS",
+    "KIND",
+    "NAME",
+    "PARENT_SPAN_ID",
+    "RESOURCE_KEY",
+    "SCOPE_NAME",
+    "SCOPE_VERSION",
+    "SPAN_ID",
+    "START_NS",
+    "STATUS_CODE",
+    "STATUS_MESSAGE",
+    "TRACE_ID",
+    "TRACE_STATE",
+    "Snapshot",
+    "fast_snapshot",
+    "fast_span_type",
+    "public_snapshot",
+    "snapshot",
+]
 
 _logger = logging.getLogger("tracer.sdk.batch")  # said where the processor says the rest
 
-#: A flat tuple: trace_id, span_id, parent_span_id or None, name, OTLP kind, start_ns,
-#: end_ns, status code, status message or None, resource key, scope name, scope
-#: version or None, then the attributes (count n, n keys, n values), the events (count,
-#: then each: name, time_ns, attributes), the links (count, then each: trace_id,
-#: span_id, attributes), and last the W3C trace state's text or None.
+#: A flat tuple of the fields below, then a variable part: the attributes (their count
+#: n at :data:`ATTRIBUTES`, n keys, n values), the events (a count, then each: name,
+#: time_ns, its attributes as count, keys, values), the links (a count, then each:
+#: trace_id, span_id, attributes), and last the W3C trace state (:data:`TRACE_STATE`).
 Snapshot = tuple[Any, ...]
+
+# Where each field of a snapshot is (its index).
+TRACE_ID = 0  #: the trace id, an int
+SPAN_ID = 1  #: the span id, an int
+PARENT_SPAN_ID = 2  #: the parent's span id, or None for a root
+NAME = 3  #: the span's name
+KIND = 4  #: the span kind as OTLP numbers it (INTERNAL is 1)
+START_NS = 5  #: the start, Unix nanoseconds
+END_NS = 6  #: the end, Unix nanoseconds
+STATUS_CODE = 7  #: the status code (0 unset, 1 ok, 2 error)
+STATUS_MESSAGE = 8  #: the status description, or None
+RESOURCE_KEY = 9  #: the key of the span's resource in the processor's map
+SCOPE_NAME = 10  #: the instrumentation scope's name ("" when none)
+SCOPE_VERSION = 11  #: the instrumentation scope's version, or None
+ATTRIBUTES = 12  #: the number of attributes, the keys and values following
+TRACE_STATE = -1  #: the W3C trace state's text, or None
 
 
 def _attribute_dict(attrs: Any) -> dict[str, Any]:
