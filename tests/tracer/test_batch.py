@@ -16,8 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.helpers import emit_sample_spans, eventually
-from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
 from tracer.sdk import snapshot as fields
+from tracer.sdk.batch import RoutingSpanProcessor, SnapshotBatchProcessor, snapshot
 from tracer.sdk.json_export import encode_snapshots
 from tracer.sdk.probe import probe_span
 from tracer.sdk.snapshot import public_snapshot
