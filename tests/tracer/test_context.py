@@ -50,6 +50,22 @@ def test_with_span_makes_the_context_set_span_in_context_makes():
     assert trace.get_current_span(ours) is span and ours["hoptrace-k"] == 5
 
 
+def test_current_span_reads_the_span_get_current_span_reads():
+    span = trace.NonRecordingSpan(trace.SpanContext(1, 2, is_remote=False))
+    assert _context.current_span() is trace.get_current_span() is trace.INVALID_SPAN
+    token = _context.attach(_context.with_span(span))
+    try:
+        assert _context.current_span() is trace.get_current_span() is span
+        inner = _context.attach(otel_context.set_value(trace._SPAN_KEY, "not a span"))
+        try:
+            assert _context.current_span() is trace.get_current_span() is trace.INVALID_SPAN
+        finally:
+            _context.detach(inner)
+    finally:
+        _context.detach(token)
+    assert _context.current_span() is trace.INVALID_SPAN
+
+
 class _RenamedVariable(ContextVarsRuntimeContext):
     """The API's runtime context as a release that renamed its variable keeps it."""
 

@@ -271,3 +271,138 @@ def test_one_stage_object_entered_by_two_concurrent_tasks_ends_each_tasks_own_sp
     ended = {s.attributes["who"]: s for s in spans.spans}
     assert set(ended) == {"a", "b"}
     assert ended["a"].end_time < ended["b"].end_time
+
+
+def _forms(fail: bool):
+    """Each form of ``stage`` around the same work: a child span started inside, and
+    the current span seen between two items of a stream; ``fail`` raises after."""
+    from opentelemetry import trace
+
+    seen: dict[str, object] = {}
+
+    def work() -> None:
+        with trace.get_tracer("test").start_as_current_span("child"):
+            pass
+        if fail:
+            raise LookupError("no such key")
+
+    @tracer.stage("s", span_name="function")
+    def function():
+        work()
+        return 1
+
+    @tracer.stage("s", span_name="coroutine")
+    async def coroutine():
+        work()
+        return 1
+
+    @tracer.stage("s", span_name="generator")
+    def generator():
+        yield 1
+        work()
+        yield 2
+
+    @tracer.stage("s", span_name="async generator")
+    async def async_generator():
+        yield 1
+        work()
+        yield 2
+
+    def block():
+        with tracer.stage("s", span_name="block"):
+            work()
+            return 1
+
+    async def async_block():
+        async with tracer.stage("s", span_name="async block"):
+            work()
+            return 1
+
+    def pull(items):
+        out = []
+        for item in items:
+            seen.setdefault("between items", trace.get_current_span())
+            out.append(item)
+        return sum(out)
+
+    async def apull(items):
+        out = []
+        async for item in items:
+            seen.setdefault("between items", trace.get_current_span())
+            out.append(item)
+        return sum(out)
+
+    return seen, {
+        "function": function,
+        "coroutine": lambda: asyncio.run(coroutine()),
+        "generator": lambda: pull(generator()),
+        "async generator": lambda: asyncio.run(apull(async_generator())),
+        "block": block,
+        "async block": lambda: asyncio.run(async_block()),
+    }
+
+
+@pytest.mark.parametrize(
+    "form", ["function", "coroutine", "generator", "async generator", "block", "async block"]
+)
+def test_every_form_runs_the_same_span_sequence(form):
+    from opentelemetry import trace
+
+    seen, forms = _forms(fail=False)
+    with capture_spans() as spans:
+        with trace.get_tracer("test").start_as_current_span("outer") as outer:
+            result = forms[form]()
+            after = trace.get_current_span()
+    assert (result, after) == (3 if "generator" in form else 1, outer)
+    span, child = spans.named(form), spans.named("child")
+    assert child.parent.span_id == span.context.span_id  # attached while the work runs
+    assert span.parent.span_id == outer.get_span_context().span_id
+    assert span.status.status_code == StatusCode.UNSET
+    assert [s.name for s in spans.spans] == ["child", form, "outer"]  # each ended once
+    if "generator" in form:
+        assert seen["between items"] is outer  # detached while the caller has the item
+        assert span.attributes[attrs.CHUNKS] == 2
+        assert [e.name for e in span.events] == [attrs.FIRST_TOKEN_EVENT]
+    else:
+        assert attrs.CHUNKS not in span.attributes and list(span.events) == []
+
+
+@pytest.mark.parametrize(
+    "form", ["function", "coroutine", "generator", "async generator", "block", "async block"]
+)
+def test_every_form_records_a_failure_and_ends_its_span(form):
+    from opentelemetry import trace
+
+    _, forms = _forms(fail=True)
+    with capture_spans() as spans:
+        with pytest.raises(LookupError, match="no such key"):
+            forms[form]()
+        after = trace.get_current_span()
+    assert after is trace.INVALID_SPAN  # the context is restored on the way out
+    span = spans.named(form)
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.status.description == "LookupError: no such key"
+    assert [e.name for e in span.events if e.name == "exception"] == ["exception"]
+    assert span.end_time is not None
+    if "generator" in form:
+        assert span.attributes[attrs.CHUNKS] == 1
+
+
+def test_a_cancelled_coroutine_stage_is_marked_cancelled_not_failed():
+    @tracer.stage("inference")
+    async def wait_forever():
+        await asyncio.Event().wait()
+
+    async def main() -> None:
+        task = asyncio.create_task(wait_forever())
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with capture_spans() as spans:
+        asyncio.run(main())
+    span = spans.named(wait_forever.__name__)
+    assert span.attributes[attrs.CANCELLED] == "CancelledError"
+    assert span.status.status_code == StatusCode.UNSET
+    assert list(span.events) == []

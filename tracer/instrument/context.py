@@ -10,7 +10,8 @@ variable directly: the same ``set`` and ``reset``, the same tokens (interchangea
 with the API's ``attach``/``detach``), and a failed detach logged by the same logger
 with the same message. With any other runtime context (``OTEL_PYTHON_CONTEXT``) they
 are the API's own functions. ``with_span`` is ``trace.set_span_in_context`` without
-its three calls (``set_value``, ``get_current`` and the runtime context's).
+its three calls (``set_value``, ``get_current`` and the runtime context's), and
+``current_span`` is ``trace.get_current_span()`` without its four.
 
 Where the runtime context keeps its variable is no part of the API. So at import the
 variable is checked once against the runtime context (a context set through one is
@@ -32,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace.propagation import _SPAN_KEY
 
-__all__ = ["attach", "detach", "with_span"]
+__all__ = ["attach", "current_span", "detach", "with_span"]
 
 _logger = logging.getLogger(otel_context.__name__)  # where the API logs a failed detach
 _said = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ def _differences(runtime: Any, var: contextvars.ContextVar[Any]) -> str:
     base = var.get()
     ours = otel_context.Context({**base, _SPAN_KEY: span})
     api = trace.set_span_in_context(span, base)
+    # The span is under its key in the current context: what ``current_span`` reads.
     if type(ours) is not type(api) or ours != api or trace.get_current_span(ours) is not span:
         return "a span is kept in the context in another way"
     return ""
@@ -97,10 +99,12 @@ _var = _context_var(getattr(otel_context, "_RUNTIME_CONTEXT", None))
 attach: Callable[[otel_context.Context], contextvars.Token[Any]]
 detach: Callable[[contextvars.Token[Any]], None]
 with_span: Callable[[trace.Span], otel_context.Context]
+current_span: Callable[[], trace.Span]
 
 if _var is None:
     attach, detach = otel_context.attach, otel_context.detach
     with_span = trace.set_span_in_context
+    current_span = trace.get_current_span
 else:
     attach = _var.set
     _reset = _var.reset
@@ -111,6 +115,22 @@ else:
         """The current context with ``span`` as its span, as
         ``trace.set_span_in_context(span)`` makes it."""
         return _Context({**_get(), _SPAN_KEY: span})
+
+    _Span = trace.Span
+    _INVALID_SPAN = trace.INVALID_SPAN
+    #: The classes found to be spans: ``isinstance`` against the abstract ``Span``
+    #: costs more than the rest of the lookup, and a class once a span stays one.
+    _span_types: set[type] = set()
+
+    def current_span() -> trace.Span:
+        """The current context's span, as ``trace.get_current_span()`` reads it."""
+        span = _get().get(_SPAN_KEY)
+        if type(span) in _span_types:
+            return span  # type: ignore[return-value]
+        if span is None or not isinstance(span, _Span):
+            return _INVALID_SPAN
+        _span_types.add(type(span))
+        return span
 
     def detach(token: contextvars.Token[Any]) -> None:
         """Restore the context ``token`` was made from; never raises (as the API)."""

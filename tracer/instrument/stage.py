@@ -19,14 +19,16 @@ import inspect
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextvars import Token
 from typing import Any, TypeVar
 
 from opentelemetry import trace
-from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import NoOpTracer, Span, Status, StatusCode, TraceFlags, Tracer
 from opentelemetry.util.types import AttributeValue
 
 from tracer import attributes as attrs
-from tracer.instrument import context as _context
+from tracer.instrument.context import attach, current_span, detach, with_span
 
 __all__ = ["mark_first_token", "stage"]
 
@@ -43,6 +45,8 @@ _INSTRUMENTATION_NAME = "hoptrace"
 F = TypeVar("F", bound=Callable[..., Any])
 
 _tracer_cache: tuple[object, Tracer | None, bool] = (None, None, False)
+_SAMPLED = TraceFlags.SAMPLED
+_INVALID_SPAN = trace.INVALID_SPAN
 
 
 def _current_tracer() -> Tracer | None:
@@ -64,9 +68,11 @@ def _current_tracer() -> Tracer | None:
         parent_based = type(sampler) in (ConsistentProbabilitySampler, ParentBasedAlwaysOn)
         _tracer_cache = (provider, cached, parent_based)
     if parent_based and cached is not None:
-        parent = trace.get_current_span().get_span_context()
-        if parent.is_valid and not parent.trace_flags.sampled:
-            return None
+        span = current_span()
+        if span is not _INVALID_SPAN:
+            parent = span.get_span_context()
+            if not parent.trace_flags & _SAMPLED and parent.is_valid:
+                return None
     return cached
 
 
@@ -99,9 +105,47 @@ def mark_first_token(span: Span, start_ns: int, now_ns: int | None = None) -> No
         _logger.debug("could not mark the first token", exc_info=True)
 
 
-#: The ``stage`` blocks open in this context: (owner, span, context token), innermost last.
-_open_blocks: contextvars.ContextVar[tuple[tuple[Any, Span, Any], ...]] = contextvars.ContextVar(
-    "hoptrace_open_stage_blocks", default=()
+def _start(
+    tracer: Tracer,
+    name: str,
+    attributes: dict[str, AttributeValue],
+    start_ns: int | None = None,
+) -> tuple[Span, Context, Token[Context]]:
+    """Start a stage's span and attach its context, so that spans started by the work
+    are its children: the span, its context and the token that detaches it.
+
+    :func:`_start` and :func:`_end` are the one sequence every form of :class:`stage`
+    runs. A function, a coroutine or a block is one step of work between them; a stream
+    is one step per item it is asked for, its context attached again around each.
+    (Plain functions, not a context manager object: a Python-level ``with`` costs more
+    per call than the two calls do.)
+    """
+    span = tracer.start_span(name, attributes=attributes, start_time=start_ns)
+    context = with_span(span)
+    return span, context, attach(context)
+
+
+def _end(
+    span: Span,
+    token: Token[Context] | None,
+    exc: BaseException | None = None,
+    chunks: int | None = None,
+) -> None:
+    """Detach the span's context (``token``; None when a stream's last step did), record
+    ``exc`` when given (a failure, or a cancellation) and a stream's ``chunks``, and end
+    the span."""
+    if token is not None:
+        detach(token)
+    if exc is not None:
+        record_error(span, exc)
+    if chunks is not None:
+        span.set_attribute(attrs.CHUNKS, chunks)
+    span.end()
+
+
+#: The ``stage`` blocks open in this context: (owner, span, token), innermost last.
+_open_blocks: contextvars.ContextVar[tuple[tuple[Any, Span, Token[Context] | None], ...]] = (
+    contextvars.ContextVar("hoptrace_open_stage_blocks", default=())
 )
 
 
@@ -151,16 +195,14 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 tracer = _current_tracer()
                 if tracer is None:
                     return await func(*args, **kwargs)
-                span = tracer.start_span(span_name, attributes=attributes)
-                token = _context.attach(_context.with_span(span))
+                span, _, token = _start(tracer, span_name, attributes)
                 try:
-                    return await func(*args, **kwargs)
+                    result = await func(*args, **kwargs)
                 except BaseException as exc:
-                    record_error(span, exc)
+                    _end(span, token, exc)
                     raise
-                finally:
-                    _context.detach(token)
-                    span.end()
+                _end(span, token)
+                return result
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -169,16 +211,14 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             tracer = _current_tracer()
             if tracer is None:
                 return func(*args, **kwargs)
-            span = tracer.start_span(span_name, attributes=attributes)
-            token = _context.attach(_context.with_span(span))
+            span, _, token = _start(tracer, span_name, attributes)
             try:
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
             except BaseException as exc:
-                record_error(span, exc)
+                _end(span, token, exc)
                 raise
-            finally:
-                _context.detach(token)
-                span.end()
+            _end(span, token)
+            return result
 
         return wrapper  # type: ignore[return-value]
 
@@ -191,17 +231,16 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             if tracer is None:
                 return (yield from func(*args, **kwargs))
             start_ns = time.time_ns()
-            span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
-            ctx = _context.with_span(span)
+            span, context, token = _start(tracer, span_name, attributes, start_ns)
             chunks = 0
+            failure: BaseException | None = None
             gen: Any = None
             try:
-                token = _context.attach(ctx)
                 try:
                     gen = func(*args, **kwargs)
                     item = next(gen)
                 finally:
-                    _context.detach(token)
+                    detach(token)
                 while True:
                     if chunks == 0:
                         mark_first_token(span, start_ns)
@@ -213,27 +252,26 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                         gen.close()
                         raise
                     except BaseException as thrown:  # forwarded, as ``yield from`` does
-                        token = _context.attach(ctx)
+                        token = attach(context)
                         try:
                             item = gen.throw(thrown)
                         finally:
-                            _context.detach(token)
+                            detach(token)
                         continue
-                    token = _context.attach(ctx)
+                    token = attach(context)
                     try:
                         item = gen.send(sent)
                     finally:
-                        _context.detach(token)
+                        detach(token)
             except StopIteration as stop:
                 return stop.value
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                record_error(span, exc)
+                failure = exc
                 raise
             finally:
-                span.set_attribute(attrs.CHUNKS, chunks)
-                span.end()
+                _end(span, None, failure, chunks)
 
         return gen_wrapper
 
@@ -250,17 +288,16 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                     yield item
                 return
             start_ns = time.time_ns()
-            span = tracer.start_span(span_name, attributes=attributes, start_time=start_ns)
-            ctx = _context.with_span(span)
+            span, context, token = _start(tracer, span_name, attributes, start_ns)
             chunks = 0
+            failure: BaseException | None = None
             agen: Any = None
             try:
-                token = _context.attach(ctx)
                 try:
                     agen = func(*args, **kwargs)
                     item = await agen.__anext__()
                 finally:
-                    _context.detach(token)
+                    detach(token)
                 while True:
                     if chunks == 0:
                         mark_first_token(span, start_ns)
@@ -272,27 +309,26 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                         await agen.aclose()
                         raise
                     except BaseException as thrown:
-                        token = _context.attach(ctx)
+                        token = attach(context)
                         try:
                             item = await agen.athrow(thrown)
                         finally:
-                            _context.detach(token)
+                            detach(token)
                         continue
-                    token = _context.attach(ctx)
+                    token = attach(context)
                     try:
                         item = await agen.asend(sent)
                     finally:
-                        _context.detach(token)
+                        detach(token)
             except StopAsyncIteration:
                 return
             except GeneratorExit:
                 raise
             except BaseException as exc:
-                record_error(span, exc)
+                failure = exc
                 raise
             finally:
-                span.set_attribute(attrs.CHUNKS, chunks)
-                span.end()
+                _end(span, None, failure, chunks)
 
         return agen_wrapper
 
@@ -306,8 +342,7 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
             span: Span = trace.INVALID_SPAN
             _open_blocks.set((*_open_blocks.get(), (self, span, None)))
             return span
-        span = tracer.start_span(self._span_name or self._name, attributes=self._attributes)
-        token = _context.attach(_context.with_span(span))
+        span, _, token = _start(tracer, self._span_name or self._name, self._attributes)
         _open_blocks.set((*_open_blocks.get(), (self, span, token)))
         return span
 
@@ -320,12 +355,8 @@ class stage:  # noqa: N801 - used like a function: @stage("auth")
                 break
         else:  # exited in another context than entered: nothing of ours to end
             return
-        if token is None:
-            return
-        if exc is not None:
-            record_error(span, exc)
-        _context.detach(token)  # type: ignore[arg-type]
-        span.end()
+        if token is not None:  # None: no span was made (tracing off, or unsampled)
+            _end(span, token, exc)
 
     async def __aenter__(self) -> Span:
         return self.__enter__()
