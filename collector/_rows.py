@@ -268,12 +268,18 @@ def _checked(
         span.trace_id = trace_id
         if not _ids_and_times(span.trace_id, span.span_id, span.start_ns, span.end_ns, tally):
             continue
-        if span.trace_state == "":
-            span.trace_state = None
-        kept = _finished(span, tally, events)
+        kept = _settled(span, tally, events)
         if kept is not None:
             out.append(kept)
     return out
+
+
+def _settled(span: Span, tally: Warnings, events: Events | None) -> Span | None:
+    """A decoded span of a group as :func:`_finished` keeps it, an empty trace state
+    read as none."""
+    if span.trace_state == "":
+        span.trace_state = None
+    return _finished(span, tally, events)
 
 
 def _lenient(
@@ -305,9 +311,7 @@ def _lenient(
         except msgspec.ValidationError:
             tally.skip("store rows with a field of the wrong type were skipped")
             continue
-        if span.trace_state == "":
-            span.trace_state = None
-        kept = _finished(span, tally, events)
+        kept = _settled(span, tally, events)
         if kept is not None:
             out.append(kept)
     return out
