@@ -225,6 +225,8 @@ def drop_partition(
                 (count,) = conn.execute(
                     f"SELECT COALESCE(SUM(spans), 0) FROM {other.name} {theirs}"
                 ).fetchone()
+                if not count:
+                    continue
             cursor = conn.execute(f"DELETE FROM {other.name} {theirs}")
             count = int(count) if packed else cursor.rowcount
             if count:

@@ -186,3 +186,27 @@ def test_a_trace_split_over_partitions_goes_whole_with_the_oldest(tmp_path):
     assert set(left.values()) == {SPANS_PER_TRACE}  # the first trace of batch 1 went whole
     assert {Bodies.number_of(t) for t in left} == {1, 2, 3}
     assert len(left) == 3 * bodies.spans // SPANS_PER_TRACE - 1 and split not in left
+
+
+def test_dropping_a_partition_does_not_write_its_pages_again(tmp_path):
+    # Some SQLite builds (Debian's among them) zero every freed page: a dropped partition
+    # was written to the log once more, as zeros, while ingest waited for the writer.
+    path = tmp_path / "s.db"
+    bodies = Bodies(200_000)
+    with SpanStore(path, create=True) as store:
+        for number in range(10):
+            store.write_rows(rows_of(bodies.stamp(number)))
+        store.maintain(now_ns=2**62)  # closes the first partition
+        store.write_rows(rows_of(bodies.stamp(10)))
+        conn = store._conn
+        oldest = conn.execute("SELECT name FROM partitions ORDER BY number LIMIT 1").fetchone()[0]
+        (pages,) = conn.execute(
+            "SELECT COUNT(*) FROM dbstat WHERE name LIKE ? || '%'", (oldest,)
+        ).fetchone()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.retention = Retention(max_age_s=0.1)
+        store.maintain(now_ns=2**62 + 5 * 10**8)  # the first is old, the second is written
+        _, logged, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert store.removed.partitions_removed == 1
+    assert pages >= 40  # the partition and its indexes
+    assert logged < pages / 4, (logged, pages)
