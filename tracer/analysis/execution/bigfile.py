@@ -16,7 +16,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -283,42 +284,39 @@ def _fork_store(
 ) -> TraceTable:
     """The store's ranges ``bounds``: this process reads the first, forked workers the
     others (as :func:`_fork` does for files); the tables merged in range order."""
+    with _workers(_store_worker, [(path, query, part, attribute) for part in bounds[1:]]) as conns:
+        stream_store(path, query.since_ns, attribute, loaded, bounds[0], query.run)
+        table = attribute.table
+        trim_freed_memory(now=True)
+        for conn in conns:
+            part_table, part_loaded = _recv(conn)
+            table.merge(part_table)
+            loaded.merge(part_loaded)
+        return table
+
+
+@contextmanager
+def _workers(target: Callable[..., None], jobs: list[tuple[Any, ...]]) -> Iterator[list[Any]]:
+    """Forked workers running ``target(pipe, *job)``, one per job, started at once; the
+    parent's ends of their pipes, in job order. The workers are joined (and killed
+    after 5 s) on the way out."""
     ctx = multiprocessing.get_context("fork")
     conns, procs = [], []
-    for part in bounds[1:]:
+    for job in jobs:
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_store_worker, args=(child, path, query, part, attribute))
+        proc = ctx.Process(target=target, args=(child, *job))
         proc.daemon = True
         proc.start()
         child.close()
         conns.append(parent)
         procs.append(proc)
     try:
-        stream_store(path, query.since_ns, attribute, loaded, bounds[0], query.run)
-        table = attribute.table
-        trim_freed_memory(now=True)
-        for conn in conns:
-            part_table, part_loaded = _recv_store(conn)
-            table.merge(part_table)
-            loaded.merge(part_loaded)
-        return table
+        yield conns
     finally:
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.kill()
-
-
-def _recv_store(conn: Any) -> tuple[TraceTable, Warnings]:
-    """A store worker's table and loader warnings."""
-    try:
-        message = conn.recv()
-        if isinstance(message, tuple) and message and message[0] == "error":
-            raise HoptraceError(f"an analysis worker failed: {message[1]}")
-        _, loaded, table = receive_table(conn, message)
-    except EOFError:
-        raise HoptraceError("an analysis worker process died (out of memory?)") from None
-    return table, loaded
 
 
 def _fork(
@@ -331,18 +329,8 @@ def _fork(
     """The partitions of ``plan``: this process streams the first itself (one fork and
     one table's pickling fewer, and no core left to a process that only waits); the
     others run in forked workers, started first."""
-    ctx = multiprocessing.get_context("fork")
-    read = ctx.Value("q", 0)
-    conns, procs = [], []
-    for ranges in plan[1:]:
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_worker, args=(child, ranges, attribute, window, read))
-        proc.daemon = True
-        proc.start()
-        child.close()
-        conns.append(parent)
-        procs.append(proc)
-    try:
+    read = multiprocessing.get_context("fork").Value("q", 0)
+    with _workers(_worker, [(ranges, attribute, window, read) for ranges in plan[1:]]) as conns:
         shown = [0.0]
 
         def tick(n: int) -> None:
@@ -363,15 +351,10 @@ def _fork(
                 waiting = [c for c in waiting if c not in ready]
             progress("reading", total, total)
         return [mine, *(_recv(c) for c in conns)]
-    finally:
-        for proc in procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
 
 
-def _recv(conn: Any) -> tuple[TraceTable, list[tuple[int, Warnings, LineTally]]]:
-    """A worker's table and loader warnings (see :mod:`tracer.analysis.table._transfer`)."""
+def _recv(conn: Any) -> tuple[TraceTable, Any]:
+    """A worker's table and its loader warnings (see :mod:`tracer.analysis.table._transfer`)."""
     try:
         message = conn.recv()
         if isinstance(message, tuple) and message and message[0] == "error":
