@@ -74,6 +74,38 @@ def test_processor_sharing_slows_every_burst_when_more_run_than_cores():
     assert got.e2e_ns == pytest.approx((20 * MS,) * 4)
 
 
+def test_a_process_of_one_event_loop_gets_one_core_however_many_are_free():
+    # 4 clients, 10 ms of CPU each, all in one process of one loop, on 2 cores: the
+    # process is the bottleneck, X = 1 core / 10 ms = 100/s and R = 4 x 10 ms = 40 ms;
+    # unlimited, the two cores serve 200/s.
+    steps = [[Step(CPU, 10 * MS, pool="app")]]
+    capped = simulate(steps, cores=2, clients=4, loops={"app": 1}, requests=1000, warmup=50)
+    assert capped.throughput_per_s == pytest.approx(100.0, rel=0.005)
+    assert statistics.mean(capped.e2e_ns) / MS == pytest.approx(40.0, rel=0.005)
+    assert capped.utilization["cpu"] == pytest.approx(0.5, rel=0.005)
+    free = simulate(steps, cores=2, clients=4, requests=1000, warmup=50)
+    assert free.throughput_per_s == pytest.approx(200.0, rel=0.005)
+    # Two requests at once through two processes of one loop each, 10 ms in each: they
+    # share a's core, then b's, 40 ms each, where two free cores take 20 ms.
+    two = [[Step(CPU, 10 * MS, pool="a"), Step(CPU, 10 * MS, pool="b")]]
+    got = simulate(two, cores=2, clients=2, loops={"a": 1, "b": 1}, requests=4, warmup=0)
+    assert got.e2e_ns == pytest.approx((40 * MS,) * 4)
+    got = simulate(two, cores=2, clients=2, requests=4, warmup=0)
+    assert got.e2e_ns == pytest.approx((20 * MS,) * 4)
+
+
+def test_what_a_capped_process_cannot_use_goes_to_the_others():
+    # On 2 cores at once: 3 bursts of 30 ms in one loop (a core among them: 10 ms of
+    # work each per 30 ms) and one of 30 ms elsewhere, which gets the other whole core
+    # (processor sharing alone would give each of the four half a core).
+    steps = [[Step(CPU, 30 * MS, pool="app")]] * 3 + [[Step(CPU, 30 * MS)]]
+    got = simulate(
+        steps, cores=2, schedule=[(0.0, i) for i in range(4)], loops={"app": 1},
+        requests=4, warmup=0,
+    )  # fmt: skip
+    assert sorted(got.e2e_ns) == pytest.approx([30 * MS, 90 * MS, 90 * MS, 90 * MS])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -81,6 +113,7 @@ def test_processor_sharing_slows_every_burst_when_more_run_than_cores():
         ({"cores": 1, "clients": 1, "arrival_per_s": 1.0}, "exactly one of clients"),
         ({"cores": 0, "clients": 1}, "cores must be positive"),
         ({"cores": 1, "clients": 1, "pools": {"p": 0}}, "at least one slot"),
+        ({"cores": 1, "clients": 1, "loops": {"app": 0.5}}, "run on a core at least"),
     ],
 )
 def test_bad_settings_are_refused_with_the_reason(kwargs, message):

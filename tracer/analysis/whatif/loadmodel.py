@@ -10,6 +10,11 @@ with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
   change (a sleep, the network, a GPU). The change multiplies the waiting time of
   each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
   per request falls as throughput rises (:data:`CPU_SCALING`).
+- **Processes.** Each of the chain's services runs its CPU in its own processes, one
+  event loop each: a burst runs in one of them, drawn by their shares of the chain's
+  CPU, and a process never gets more than a core however many are free
+  (:data:`PROCESS_LOOPS`). A service busy at half a core makes its requests queue for
+  its loop long before the host's cores run out.
 - **Arrivals.** A closed loop keeps its clients. An open loop replays the run's own
   arrivals once, as they came, each with the request that arrived then (the same
   before and after): a finite run near its capacity is not its steady state, and a
@@ -26,6 +31,7 @@ cancels out; the projected percentiles are then kept in order (P90 at least P50)
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +50,7 @@ from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulate
 __all__ = [
     "CPU_SCALING",
     "INLINE_SHARE",
+    "PROCESS_LOOPS",
     "SATURATED",
     "LoadWhatIf",
     "calibrate",
@@ -88,6 +95,12 @@ CPU_SCALING = 0.2
 #: the request only when contention makes it outlast the waits. Chosen on the first
 #: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25.
 INLINE_SHARE = 0.5
+#: Each service of the chain runs its CPU on one event loop per process: at most a
+#: core per process (its instances' count), beside the host's cores shared by all.
+#: The CPU in line with the waits is drawn to a service per stretch by the services'
+#: shares, the CPU beside them split among all by their shares. Measured on fresh runs
+#: of the protocol in docs/whatif.md.
+PROCESS_LOOPS = True
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
 
@@ -109,9 +122,14 @@ def _steps(
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
     own = dict(run.stage_cpu)
+    names = [name for name, _, _ in run.processes] if PROCESS_LOOPS else []
+    weights = [share for _, share, _ in run.processes]
     out = []
     for k, t in enumerate(run.templates if templates is None else templates):
         scale, grow = ({}, 1.0) if templates is None else _copies(run.templates[k], t, own)
+        # Each burst in line runs in one of the chain's processes, drawn by their
+        # shares of its CPU (the same draw for a template every time).
+        pick = random.Random(k)
         nodes = []
         for items in t.nodes:
             steps: list[Step] = []
@@ -128,14 +146,21 @@ def _steps(
                 if wait > 0:
                     steps.append(Step(DELAY, wait))
                 if share > 0:
-                    steps.append(Step(CPU, share))
+                    where = pick.choices(names, weights)[0] if names else ""
+                    steps.append(Step(CPU, share, pool=where))
             nodes.append(tuple(steps))
         after = t.after
         if total > cpu:
             # The CPU beside the waits: a branch of its own from the request's start,
-            # which the request's end waits for.
-            nodes.append((Step(CPU, (total - cpu) * grow),))
-            after = (*after, (0,))
+            # in each process by its share, which the request's end waits for.
+            beside = (total - cpu) * grow
+            if names:
+                for name, weight in zip(names, weights, strict=True):
+                    nodes.append((Step(CPU, beside * weight, pool=name),))
+                    after = (*after, (0,))
+            else:
+                nodes.append((Step(CPU, beside),))
+                after = (*after, (0,))
         out.append(Graph(tuple(nodes), after))
     return out
 
@@ -182,6 +207,7 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
     """The simulated run: a closed loop of its clients (``requests`` after a warm-up),
     or an open loop of its own arrivals, once, as they came."""
     cores, pools, others = run.cores or 1.0, run.pools, run.other_cores
+    loops = {name: float(n) for name, _, n in run.processes} if PROCESS_LOOPS else None
     if run.clients:
         warmup = max(2 * run.clients, 50)
         return simulate(
@@ -190,6 +216,7 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
             pools=pools,
             clients=run.clients,
             others=others,
+            loops=loops,
             requests=requests,
             warmup=warmup,
             seed=seed,
@@ -204,6 +231,7 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
         pools=pools,
         schedule=schedule,
         others=others,
+        loops=loops,
         requests=len(schedule),
         warmup=0,
     )

@@ -81,6 +81,9 @@ class LoadRun:
     #: its sub-stages, a model server's for ``inference``), and as much again for the
     #: caller reading the answer when another process calls it (:data:`CALLER_SHARE`)
     stage_cpu: tuple[tuple[str, float], ...] = ()
+    #: each of the chain's services: its share of the chain's CPU and its processes
+    #: (each one event loop: one core at most)
+    processes: tuple[tuple[str, float, int], ...] = ()
 
     @property
     def throughput_per_s(self) -> float:
@@ -205,6 +208,11 @@ def load_run(
             if elapsed > 0:
                 cores_of[instance] = max(points[-1][1] - points[0][1], 0) / elapsed
                 chain_cores += cores_of[instance]
+    processes = tuple(
+        (service, sum(cores_of.get(i, 0.0) for i in instances) / chain_cores, len(instances))
+        for service, instances in sorted(instance_of.items())
+        if chain_cores > 0
+    )
     stage_cpu: dict[str, float] = {}
     for service, instances in instance_of.items():
         top = stages_of.get(service, set())
@@ -247,6 +255,7 @@ def load_run(
         cores=cores if cpu_ns is not None else None,
         other_cores=others if cpu_ns is not None else 0.0,
         stage_cpu=tuple(sorted(stage_cpu.items())),
+        processes=processes if cpu_ns is not None else (),
         cpu_ns_per_request=cpu_ns if cores is not None else None,
         pools={k: v for k, v in sizes.items() if k in seen_pools},
         unsized=unsized,

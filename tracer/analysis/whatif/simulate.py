@@ -43,7 +43,8 @@ DELAY, CPU, ACQUIRE, RELEASE, MARK = "delay", "cpu", "acquire", "release", "mark
 @dataclass(frozen=True, slots=True)
 class Step:
     """One step of a request: ``DELAY`` or ``CPU`` for ``ns`` nanoseconds (CPU time at
-    a full core), ``ACQUIRE``/``RELEASE`` a slot of ``pool``, or ``MARK`` its first token."""
+    a full core; a CPU step's ``pool``, when given, is the process it runs in),
+    ``ACQUIRE``/``RELEASE`` a slot of ``pool``, or ``MARK`` its first token."""
 
     kind: str
     ns: float = 0.0
@@ -127,9 +128,18 @@ class _Sim:
     """The event loop: a heap of (time, order, thread), the CPU's running bursts and
     the pools' holders and queues."""
 
-    def __init__(self, cores: float, pools: dict[str, int], others: float = 0.0) -> None:
+    def __init__(
+        self,
+        cores: float,
+        pools: dict[str, int],
+        others: float = 0.0,
+        loops: dict[str, float] | None = None,
+    ) -> None:
         if not cores > 0:
             raise ValueError(f"cores must be positive, got {cores!r}")
+        for name, most in (loops or {}).items():
+            if not most >= 1:
+                raise ValueError(f"process {name!r} must run on a core at least, got {most!r}")
         for name, size in pools.items():
             if size < 1:
                 raise ValueError(f"pool {name!r} must have at least one slot, got {size!r}")
@@ -140,6 +150,16 @@ class _Sim:
         self.order = 0
         # CPU: running bursts' remaining work, when they were last brought up to date
         self.running: dict[_Thread, float] = {}
+        # With processes of few threads (``loops``): the running bursts by process
+        # ("": none named), each a heap of (the process's service count at which the
+        # burst is done, order, burst): all bursts of a process run at one rate, so
+        # one count per process (``served``) brings them all up to date.
+        self.loops = dict(loops or {})
+        self.groups: dict[str, list[tuple[float, int, _Thread]]] = {}
+        self.served: dict[str, float] = {}
+        self.bursts = 0
+        self.level = 1.0
+        self.tight: dict[str, float] = {}
         self.updated = 0.0
         self.version = 0
         self.cpu_busy = 0.0  # core-ns used
@@ -158,31 +178,95 @@ class _Sim:
         n = len(self.running) + self.others
         return 1.0 if n <= self.cores else self.cores / n
 
+    def _share_out(self) -> None:
+        """The rate per burst: the cores shared equally among the bursts (and the
+        others' threads), no process given more than its threads can use
+        (water-filling: what a capped process cannot use goes to the rest). Sets
+        ``level`` (every burst's rate) and ``tight`` (the capped processes' rates)."""
+        loops, weight = self.loops, self.others + self.bursts
+        level = min(1.0, self.cores / weight) if weight > 0 else 1.0
+        tight = []
+        for name, g in self.groups.items():
+            n = len(g)
+            if n > 1 and name and loops[name] < level * n:
+                tight.append((loops[name] / n, n, name))
+        rates: dict[str, float] = {}
+        if tight:
+            tight.sort()
+            left = self.cores
+            for limit, n, name in tight:
+                if limit >= level:
+                    break
+                rates[name] = limit  # runs at its limit; the rest share what is left
+                left -= limit * n
+                weight -= n
+                level = min(1.0, left / weight) if weight > 0 else 1.0
+        self.level, self.tight = level, rates
+
     def _catch_up(self) -> None:
-        if self.running:
-            done = (self.now - self.updated) * self._rate()
+        dt = self.now - self.updated
+        if self.loops:
+            tight, level, served = self.tight, self.level, self.served
+            for name, group in self.groups.items():
+                done = dt * (tight[name] if name in tight else level)
+                served[name] += done
+                self.cpu_busy += done * len(group)
+        elif self.running:
+            done = dt * self._rate()
             for r in self.running:
                 self.running[r] -= done
-            self.cpu_busy += (self.now - self.updated) * len(self.running) * self._rate()
+            self.cpu_busy += done * len(self.running)
         self.updated = self.now
 
     def _reschedule(self) -> None:
         self.version += 1
-        if self.running:
-            shortest = min(self.running.values())
-            self.at(self.now + max(shortest, 0.0) / self._rate(), None, self.version)
+        if self.loops:
+            if not self.groups:
+                return
+            self._share_out()
+            tight, level, served = self.tight, self.level, self.served
+            soonest = float("inf")
+            for name, g in self.groups.items():
+                wait = (g[0][0] - served[name]) / (tight[name] if name in tight else level)
+                if wait < soonest:
+                    soonest = wait
+            soonest = max(soonest, 0.0)
+        elif self.running:
+            soonest = max(min(self.running.values()), 0.0) / self._rate()
+        else:
+            return
+        self.at(self.now + soonest, None, self.version)
 
-    def cpu(self, thread: _Thread, ns: float) -> None:
+    def cpu(self, thread: _Thread, ns: float, process: str = "") -> None:
         self._catch_up()
-        self.running[thread] = ns
+        if self.loops:
+            name = process if process in self.loops else ""
+            if name not in self.groups:
+                self.groups[name] = []
+                self.served[name] = 0.0
+            self.order += 1
+            heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread))
+            self.bursts += 1
+        else:
+            self.running[thread] = ns
         self._reschedule()
 
     def cpu_tick(self) -> list[_Thread]:
         self._catch_up()
         # Done within a nanosecond: floats of a clock in ns cannot step finer.
-        done = [r for r, left in self.running.items() if left <= 1.0]
-        for r in done:
-            del self.running[r]
+        if self.loops:
+            done = []
+            for name in list(self.groups):
+                group, served = self.groups[name], self.served[name]
+                while group and group[0][0] - served <= 1.0:
+                    done.append(heapq.heappop(group)[2])
+                    self.bursts -= 1
+                if not group:
+                    del self.groups[name]
+        else:
+            done = [r for r, left in self.running.items() if left <= 1.0]
+            for r in done:
+                del self.running[r]
         self._reschedule()
         return done
 
@@ -229,6 +313,7 @@ def simulate(
     arrival_per_s: float | None = None,
     schedule: Sequence[tuple[float, int]] | None = None,
     others: float = 0.0,
+    loops: dict[str, float] | None = None,
     requests: int = 2000,
     warmup: int = 200,
     seed: int = 1,
@@ -238,7 +323,9 @@ def simulate(
     a template picked at random), or ``schedule``: (arrival time in ns, template index)
     of every request in time order, replayed as given (``requests`` + ``warmup`` is
     then its length). Exactly one of the three. ``others``: busy threads of other
-    programs that share the cores with the requests' bursts all along.
+    programs that share the cores with the requests' bursts all along. ``loops``: the
+    most cores each named process can use at once (a Python process with one event
+    loop: 1); a ``CPU`` step whose ``pool`` names one runs in it.
 
     Raises:
         ValueError: no templates, not exactly one of ``clients``, ``arrival_per_s``
@@ -258,7 +345,7 @@ def simulate(
         raise ValueError(f"the schedule holds {len(schedule)} arrivals, not {total}")
     plans = [_Plan(t) for t in templates]
     rng = random.Random(seed)
-    sim = _Sim(cores, pools or {}, others)
+    sim = _Sim(cores, pools or {}, others, loops)
     sent = 0
     e2e: list[float] = []
     ttft: list[float | None] = []
@@ -312,7 +399,7 @@ def simulate(
                         break
                 elif step.kind == CPU:
                     if step.ns > 0:
-                        sim.cpu(r, step.ns)
+                        sim.cpu(r, step.ns, step.pool)
                         break
                 elif step.kind == ACQUIRE:
                     if not sim.acquire(step.pool, r):
