@@ -260,6 +260,13 @@ def test_a_stage_served_by_processes_of_its_own_has_their_share_of_the_cpu():
     assert run.cpu_ns_per_request == pytest.approx(100 * MS, rel=0.01)
 
 
+def test_each_service_has_its_share_of_the_cpu_and_its_processes():
+    # The loops the load model runs each service's CPU on: one process each here.
+    run = load_run(_traceset(_two_process_run()))
+    shares = {name: (share, n) for name, share, n in run.processes}
+    assert shares == {"bench": (pytest.approx(0.8), 1), "model": (pytest.approx(0.2), 1)}
+
+
 def test_a_called_stage_costs_its_caller_as_much_again():
     # The client's process has spans in ``client`` and, calling the model, in
     # ``inference``: a call costs the model server's 20% of the CPU and as much again
