@@ -211,16 +211,19 @@ def _one_client_run(n: int = 30, e2e_ms: float = 1000.0) -> list[list[Span]]:
 
 def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     # 1,000 ms requests, 100 ms of CPU each, eight idle cores: the model 10x faster
-    # leaves (1000 - 50) / 10 = 95 ms of waiting, then the 50 ms in line; the 50 ms
-    # beside them run from the request's start and end first. CPU per request falls
-    # with throughput as (x / 1000) ** 0.2 (the fixed point x = 95 + 50 (x / 1000) ** 0.2
-    # is 128.2 ms). All of it in line would give 95 - 50 / 10 + 100 (x / 1000) ** 0.2:
-    # 154.9 ms.
+    # leaves (1000 - 50) / 10 = 95 ms of waiting, then a tenth of the 50 ms in line (the
+    # other 45 ms join the 50 beside the waits, which run from the request's start and
+    # end first). CPU per request falls with throughput as (x / 1000) ** 0.2: the fixed
+    # point x = 95 + 5 (x / 1000) ** 0.2 is 98.1 ms. All 50 ms kept in line would give
+    # 128.2 ms (x = 95 + 50 (x / 1000) ** 0.2).
     run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert run.clients == 1 and run.cores == 8.0
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
-    assert projected.after.p50 == pytest.approx(128.2, rel=0.01)
+    assert projected.after.p50 == pytest.approx(98.1, rel=0.005)
+    # A stage made slower keeps its CPU in line: twice as slow, 2 x 950 + 50.
+    slower = project_load(run, Faster("inference", 0.5))
+    assert slower.after.p50 == pytest.approx(1950.0, rel=0.01)
 
 
 def _two_process_run(n: int = 30, caller: bool = False) -> list[list[Span]]:

@@ -131,6 +131,7 @@ def _steps(
         # shares of its CPU (the same draw for a template every time).
         pick = random.Random(k)
         nodes = []
+        aside = 0.0  # in-line CPU moved beside the waits by the scenario
         for items in t.nodes:
             steps: list[Step] = []
             for x in items:
@@ -139,6 +140,13 @@ def _steps(
                     continue
                 part = x.ns / t.busy_ns if t.busy_ns > 0 else 0.0
                 share = cpu * part * scale.get(_top(x.stage), 1.0)
+                if scenario is not None:
+                    # A stage k times faster keeps 1/k of its in-line CPU in line; the
+                    # rest is still spent, beside the waits (a faster model's tokens
+                    # reach the relays a few at a time: as many, fewer wake-ups).
+                    moved = share * (1 - min(scenario.factor(x.stage), 1.0))
+                    share -= moved
+                    aside += moved
                 # At the run's own contention, ``stretch`` times the CPU was spent in it.
                 wait = max(x.ns - measured * part * stretch, 0.0)
                 if scenario is not None:
@@ -150,10 +158,10 @@ def _steps(
                     steps.append(Step(CPU, share, pool=where))
             nodes.append(tuple(steps))
         after = t.after
-        if total > cpu:
+        if total > cpu or aside > 0:
             # The CPU beside the waits: a branch of its own from the request's start,
             # in each process by its share, which the request's end waits for.
-            beside = (total - cpu) * grow
+            beside = (total - cpu) * grow + aside
             if names:
                 for name, weight in zip(names, weights, strict=True):
                     nodes.append((Step(CPU, beside * weight, pool=name),))

@@ -148,12 +148,11 @@ class _Sim:
         self.others = float(others)
         self.heap: list[tuple[float, int, int, _Thread | None]] = []
         self.order = 0
-        # CPU: running bursts' remaining work, when they were last brought up to date
-        self.running: dict[_Thread, float] = {}
-        # With processes of few threads (``loops``): the running bursts by process
-        # ("": none named), each a heap of (the process's service count at which the
-        # burst is done, order, burst): all bursts of a process run at one rate, so
-        # one count per process (``served``) brings them all up to date.
+        # The CPU's running bursts by process ("": none named, or one of no limit),
+        # each a heap of (the process's service count at which the burst is done,
+        # order, burst): all bursts of a process run at one rate, so one count per
+        # process (``served``) brings them all up to date. Processes of few threads
+        # (``loops``) are capped at their cores.
         self.loops = dict(loops or {})
         self.groups: dict[str, list[tuple[float, int, _Thread]]] = {}
         self.served: dict[str, float] = {}
@@ -174,10 +173,6 @@ class _Sim:
         heapq.heappush(self.heap, (time, self.order, version, thread))
 
     # -- the CPU, processor sharing -------------------------------------------------
-    def _rate(self) -> float:
-        n = len(self.running) + self.others
-        return 1.0 if n <= self.cores else self.cores / n
-
     def _share_out(self) -> None:
         """The rate per burst: the cores shared equally among the bursts (and the
         others' threads), no process given more than its threads can use
@@ -205,68 +200,48 @@ class _Sim:
 
     def _catch_up(self) -> None:
         dt = self.now - self.updated
-        if self.loops:
-            tight, level, served = self.tight, self.level, self.served
-            for name, group in self.groups.items():
-                done = dt * (tight[name] if name in tight else level)
-                served[name] += done
-                self.cpu_busy += done * len(group)
-        elif self.running:
-            done = dt * self._rate()
-            for r in self.running:
-                self.running[r] -= done
-            self.cpu_busy += done * len(self.running)
+        tight, level, served = self.tight, self.level, self.served
+        for name, group in self.groups.items():
+            done = dt * (tight[name] if name in tight else level)
+            served[name] += done
+            self.cpu_busy += done * len(group)
         self.updated = self.now
 
     def _reschedule(self) -> None:
         self.version += 1
-        if self.loops:
-            if not self.groups:
-                return
-            self._share_out()
-            tight, level, served = self.tight, self.level, self.served
-            soonest = float("inf")
-            for name, g in self.groups.items():
-                wait = (g[0][0] - served[name]) / (tight[name] if name in tight else level)
-                if wait < soonest:
-                    soonest = wait
-            soonest = max(soonest, 0.0)
-        elif self.running:
-            soonest = max(min(self.running.values()), 0.0) / self._rate()
-        else:
+        if not self.groups:
             return
-        self.at(self.now + soonest, None, self.version)
+        self._share_out()
+        tight, level, served = self.tight, self.level, self.served
+        soonest = float("inf")
+        for name, g in self.groups.items():
+            wait = (g[0][0] - served[name]) / (tight[name] if name in tight else level)
+            if wait < soonest:
+                soonest = wait
+        self.at(self.now + max(soonest, 0.0), None, self.version)
 
     def cpu(self, thread: _Thread, ns: float, process: str = "") -> None:
         self._catch_up()
-        if self.loops:
-            name = process if process in self.loops else ""
-            if name not in self.groups:
-                self.groups[name] = []
-                self.served[name] = 0.0
-            self.order += 1
-            heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread))
-            self.bursts += 1
-        else:
-            self.running[thread] = ns
+        name = process if process in self.loops else ""
+        if name not in self.groups:
+            self.groups[name] = []
+            self.served[name] = 0.0
+        self.order += 1
+        heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread))
+        self.bursts += 1
         self._reschedule()
 
     def cpu_tick(self) -> list[_Thread]:
         self._catch_up()
         # Done within a nanosecond: floats of a clock in ns cannot step finer.
-        if self.loops:
-            done = []
-            for name in list(self.groups):
-                group, served = self.groups[name], self.served[name]
-                while group and group[0][0] - served <= 1.0:
-                    done.append(heapq.heappop(group)[2])
-                    self.bursts -= 1
-                if not group:
-                    del self.groups[name]
-        else:
-            done = [r for r, left in self.running.items() if left <= 1.0]
-            for r in done:
-                del self.running[r]
+        done = []
+        for name in list(self.groups):
+            group, served = self.groups[name], self.served[name]
+            while group and group[0][0] - served <= 1.0:
+                done.append(heapq.heappop(group)[2])
+                self.bursts -= 1
+            if not group:
+                del self.groups[name]
         self._reschedule()
         return done
 
