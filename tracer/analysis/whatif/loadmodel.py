@@ -9,7 +9,8 @@ with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
   less its CPU at the run's own contention, is waiting time that the load does not
   change (a sleep, the network, a GPU). The change multiplies the waiting time of
   each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
-  per request falls as throughput rises (:data:`CPU_SCALING`).
+  per request falls as throughput rises (:data:`CPU_SCALING`), and a stage k times
+  faster keeps 1/k of its in-line CPU in line, the rest moved beside the waits.
 - **Processes.** Each of the chain's services runs its CPU in its own processes, one
   event loop each: a burst runs in one of them, drawn by their shares of the chain's
   CPU, and a process never gets more than a core however many are free
@@ -93,7 +94,8 @@ CPU_SCALING = 0.2
 #: one token while the model waits for the next, the exporters' threads): a branch of
 #: the request of its own, from its start, that loads the cores as much and lengthens
 #: the request only when contention makes it outlast the waits. Chosen on the first
-#: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25.
+#: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25. A stage k
+#: times faster keeps 1/k of its stretches' in-line share; the rest joins the branch.
 INLINE_SHARE = 0.5
 #: Each service of the chain runs its CPU on one event loop per process: at most a
 #: core per process (its instances' count), beside the host's cores shared by all.
