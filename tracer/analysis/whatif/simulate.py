@@ -6,15 +6,17 @@ answered (a closed loop of N clients, as ``hoptrace bench`` runs them), requests
 arriving at a rate (an open loop, Poisson), or requests arriving at given times (an
 open loop replayed: a run's own arrivals); one host CPU of C cores shared by every
 process of the chain, served by processor sharing (n busy bursts each get
-min(1, C/n) of a core); and pools served first come, first served (a gateway's
-workers, an engine's slots). Each request follows its own steps: wait a fixed time,
-use the CPU for some time, take a slot of a pool, give it back, or mark its first
-token. A request's steps are a list, or a :class:`Graph` of lists that run in
+min(1, C/n) of a core; a process of few threads, an event loop, never more than its
+cores, what it cannot use going to the others); and pools served first come, first
+served (a gateway's workers, an engine's slots). Each request follows its own steps:
+wait a fixed time, use the CPU for some time, take a slot of a pool, give it back, or
+mark its first token. A request's steps are a list, or a :class:`Graph` of lists that run in
 parallel where the request's dependencies let them (a fan-out and its join).
 
-Our own and small (about 200 lines) rather than SimPy: processor sharing needs the
-completion of every running burst recomputed whenever one starts or ends, which a
-generic process framework does with interrupts; here it is one loop over a heap.
+Our own and small rather than SimPy: processor sharing needs the completion of every
+running burst recomputed whenever one starts or ends, which a generic process
+framework does with interrupts; here it is one loop over a heap, and one service count
+per process brings all of its bursts up to date.
 """
 
 from __future__ import annotations
