@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from collector.pending import DEFAULT_SETTLE_S, DEFAULT_TIMEOUT_S
 from tracer._errors import ConfigError, ReceiverError
 
 __all__ = [
@@ -94,8 +95,8 @@ class LiveMetrics:
         *,
         otlp_metrics_endpoint: str | None = None,
         otlp_interval_s: float = 10.0,
-        settle_s: float = 1.0,
-        timeout_s: float = 30.0,
+        settle_s: float = DEFAULT_SETTLE_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
         max_pending_spans: int = 200_000,
         max_queued_spans: int = DEFAULT_MAX_QUEUED_SPANS,
     ):

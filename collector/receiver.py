@@ -56,6 +56,7 @@ from collector.live import PATHS as LIVE_PATHS
 from collector.live import LiveMetrics, live_metrics_on
 from collector.live import answer as answer_live
 from collector.logs import LOGS_PATH, decode_logs_body, logs_reply
+from collector.pending import DEFAULT_SETTLE_S
 from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
 from collector.store import SpanStore
 from collector.writer import ShuttingDown, Ticket, Writer
@@ -128,6 +129,8 @@ class OtlpReceiver:
             ``$HOPTRACE_LIVE_METRICS`` (off when unset).
         otlp_metrics_endpoint: with live metrics, also push them by OTLP/HTTP here
             (None reads ``$HOPTRACE_OTLP_METRICS_ENDPOINT``).
+        live_settle_s: with live metrics, seconds a trace that looks complete waits
+            for more of its spans before it is attributed (:mod:`collector.pending`).
 
     Raises:
         ValueError: ``max_body_bytes`` is not positive, ``token`` is empty, or
@@ -147,6 +150,7 @@ class OtlpReceiver:
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
         live_metrics: bool | None = None,
         otlp_metrics_endpoint: str | None = None,
+        live_settle_s: float = DEFAULT_SETTLE_S,
     ):
         if not body_timeout_s > 0:
             raise ValueError(f"body_timeout_s must be positive, got {body_timeout_s!r}")
@@ -178,7 +182,9 @@ class OtlpReceiver:
         self._decoder = ThreadPoolExecutor(1, thread_name_prefix="hoptrace-decode")
         self.live: LiveMetrics | None = None
         if live_metrics_on(live_metrics):
-            self.live = LiveMetrics(otlp_metrics_endpoint=otlp_metrics_endpoint)
+            self.live = LiveMetrics(
+                otlp_metrics_endpoint=otlp_metrics_endpoint, settle_s=live_settle_s
+            )
         self._writer = Writer(store, None if self.live is None else self.live.offer)
         self._closing = False
         self.spans_stored = 0

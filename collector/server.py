@@ -27,6 +27,7 @@ from collector.receiver import (
     DRAIN_S,
     OtlpReceiver,
 )
+from collector.pending import DEFAULT_SETTLE_S
 from collector.retention import Retention
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
@@ -107,6 +108,7 @@ def serve(
     min_body_rate: int = DEFAULT_MIN_BODY_RATE,
     live_metrics: bool | None = None,
     otlp_metrics_endpoint: str | None = None,
+    live_settle_s: float = DEFAULT_SETTLE_S,
     retention: Retention | None = None,
     on_open: Callable[[SpanStore], None] | None = None,
 ) -> dict[str, object]:
@@ -116,7 +118,8 @@ def serve(
     ``keep_content`` is true; ``max_memory`` bounds what requests in flight hold,
     ``body_timeout_s`` and ``min_body_rate`` how slowly a body may come (see
     :class:`OtlpReceiver`), ``live_metrics`` turns on ``GET /metrics`` (and
-    ``otlp_metrics_endpoint`` their OTLP push; :mod:`collector.live`), ``retention``
+    ``otlp_metrics_endpoint`` their OTLP push, ``live_settle_s`` how long a trace that
+    looks complete waits for more spans; :mod:`collector.live`), ``retention``
     what the store keeps (:mod:`collector.retention`). ``on_open`` is given the store
     once it is open (and migrated, if it was made by an earlier version). Returns the
     receiver's final counts (its /healthz).
@@ -139,6 +142,7 @@ def serve(
             min_body_rate=min_body_rate,
             live_metrics=live_metrics,
             otlp_metrics_endpoint=otlp_metrics_endpoint,
+            live_settle_s=live_settle_s,
         )
     except BaseException:
         store.close()
@@ -190,6 +194,7 @@ class BackgroundCollector:
         min_body_rate: int = DEFAULT_MIN_BODY_RATE,
         live_metrics: bool | None = None,
         otlp_metrics_endpoint: str | None = None,
+        live_settle_s: float = DEFAULT_SETTLE_S,
         retention: Retention | None = None,
     ):
         self.host = host
@@ -207,6 +212,7 @@ class BackgroundCollector:
                 min_body_rate=min_body_rate,
                 live_metrics=live_metrics,
                 otlp_metrics_endpoint=otlp_metrics_endpoint,
+                live_settle_s=live_settle_s,
             )
         except BaseException:
             self.store.close()

@@ -423,3 +423,38 @@ def test_a_timed_out_trace_is_attributed_as_it_is_with_its_root_and_dropped_with
     counts = live.counts()
     assert counts["attributed"]["timed_out"] == 1 and counts["dropped"]["no_root"] == 1
     assert counts["pending_spans"] == 0
+
+
+def test_live_settle_holds_a_complete_trace_that_long_for_late_spans(tmp_path):
+    """``hoptrace collect --live-settle``: a trace that looks complete is taken once none
+    of its spans has come for that long (the default, 1 s, takes it about 1 s after)."""
+    from tests.conftest import CollectorProcess
+
+    collector = CollectorProcess(tmp_path / "spans.db", "--live-metrics", "--live-settle", "4")
+    try:
+        sent = time.monotonic()
+        send_chat_trace(collector.endpoint)
+        key = ("hoptrace_live_traces_attributed_total", (("how", "complete"),))
+        got = eventually(
+            lambda: samples(httpx.get(collector.endpoint + "/metrics").text),
+            lambda s: s.get(key, 0) >= 1,
+            deadline_s=30,
+        )
+        waited = time.monotonic() - sent
+    finally:
+        collector.stop()
+    assert got[key] == 1
+    # Not before the settle time (a lower bound, so it holds on a busy machine).
+    assert waited >= 4.0, waited
+
+
+@pytest.mark.parametrize("value", ["-1", "30", "soon"])
+def test_a_bad_live_settle_is_refused_in_one_line(tmp_path, value):
+    done = subprocess.run(
+        [sys.executable, "-m", "tracer.cli", "collect", "--store", str(tmp_path / "s.db"),
+         "--live-settle", value],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.strip()]
+    assert "--live-settle" in lines[-1] and "Traceback" not in done.stderr, done.stderr

@@ -125,6 +125,18 @@ def _say_migration(store: SpanStore) -> None:
     "[env: HOPTRACE_OTLP_METRICS_ENDPOINT].",
 )
 @click.option(
+    "--live-settle",
+    "live_settle",
+    type=float,
+    default=1.0,
+    show_default=True,
+    envvar="HOPTRACE_LIVE_SETTLE",
+    metavar="SECONDS",
+    help="Seconds a trace that looks complete waits for more of its spans before the "
+    "live metrics take it; raise it when services export through a Collector that "
+    "holds batches longer [env: HOPTRACE_LIVE_SETTLE].",
+)
+@click.option(
     "--retention",
     envvar="HOPTRACE_RETENTION",
     metavar="DURATION",
@@ -151,6 +163,7 @@ def collect(
     keep_content: bool,
     live_metrics: bool,
     otlp_metrics: str | None,
+    live_settle: float,
     retention: str | None,
     max_store_size: str | None,
 ) -> None:
@@ -162,6 +175,7 @@ def collect(
     """
     from collector import default_store_path, serve
     from collector.memory import MiB, parse_size, resolve_max_memory
+    from collector.pending import DEFAULT_TIMEOUT_S
     from collector.retention import resolve_retention
 
     if not 0 < port < 65536:
@@ -188,6 +202,11 @@ def collect(
         raise ConfigError("--body-timeout and --min-body-rate must be positive")
     if otlp_metrics and not live_metrics:
         raise ConfigError("--otlp-metrics needs the live metrics; drop --no-live-metrics")
+    if not 0 <= live_settle < DEFAULT_TIMEOUT_S:
+        raise ConfigError(
+            f"--live-settle must be at least 0 and under {DEFAULT_TIMEOUT_S:g} seconds (a "
+            f"trace not complete by then is taken as it is), got {live_settle!r}"
+        )
     if otlp_metrics and not otlp_metrics.startswith(("http://", "https://")):
         raise ConfigError(
             f"--otlp-metrics must be an http:// or https:// URL, got {otlp_metrics!r}"
@@ -240,6 +259,7 @@ def collect(
         min_body_rate=rate,
         live_metrics=live_metrics,
         otlp_metrics_endpoint=otlp_metrics,
+        live_settle_s=live_settle,
         retention=keeps,
         on_open=_say_migration,
     )
