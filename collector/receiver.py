@@ -56,8 +56,8 @@ from collector.live import PATHS as LIVE_PATHS
 from collector.live import LiveMetrics, live_metrics_on
 from collector.live import answer as answer_live
 from collector.logs import LOGS_PATH, decode_logs_body, logs_reply
-from collector.pending import DEFAULT_SETTLE_S
 from collector.memory import MemoryBudget, MiB, Reservation, request_cost, resolve_max_memory
+from collector.pending import DEFAULT_SETTLE_S
 from collector.store import SpanStore
 from collector.writer import ShuttingDown, Ticket, Writer
 from tracer._errors import ConfigError

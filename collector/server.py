@@ -20,6 +20,7 @@ from types import FrameType
 
 import uvicorn
 
+from collector.pending import DEFAULT_SETTLE_S
 from collector.receiver import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
@@ -27,7 +28,6 @@ from collector.receiver import (
     DRAIN_S,
     OtlpReceiver,
 )
-from collector.pending import DEFAULT_SETTLE_S
 from collector.retention import Retention
 from collector.store import SpanStore
 from tracer._errors import ReceiverError

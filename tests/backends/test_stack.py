@@ -47,9 +47,7 @@ class Stack:
         self.jaeger = exits.enter_context(programs.jaeger(folder / "jaeger"))
         # The services export through the Collector, whose queue can hold a span past the
         # default second a complete-looking trace waits: the live figures wait longer.
-        self.collect = CollectorProcess(
-            folder / "spans.db", "--live-metrics", "--live-settle", "5"
-        )
+        self.collect = CollectorProcess(folder / "spans.db", "--live-metrics", "--live-settle", "5")
         exits.callback(self.collect.stop)
         self.file = folder / "traces.jsonl"
         self.spanmetrics = folder / "spanmetrics.jsonl"
