@@ -166,17 +166,18 @@ def load_run(
             concurrency[level] += 1
         if isinstance(a.get(attrs.HOST_CPU_BUSY), int):
             busy.append((trace.end[trace.root], a[attrs.HOST_CPU_BUSY]))
-        for s in trace.spans:
-            cpus = s.attributes.get(attrs.HOST_CPUS) if s.attributes else None
+        for i, s in enumerate(trace.spans):
+            stages_of.setdefault(s.service, set()).add(trace.stage[i].split(".")[0])
+            if not s.attributes:
+                continue
+            cpus = s.attributes.get(attrs.HOST_CPUS)
             if isinstance(cpus, int | float) and not isinstance(cpus, bool) and cpus > 0:
                 host_cores.append(float(cpus))
-            total = s.attributes.get(attrs.PROCESS_CPU_TOTAL_NS) if s.attributes else None
+            total = s.attributes.get(attrs.PROCESS_CPU_TOTAL_NS)
             if isinstance(total, int):
                 instance = str(s.attributes.get(attrs.SERVICE_INSTANCE_ID, s.service))
                 process.setdefault(instance, []).append((s.end_ns, total))
                 instance_of.setdefault(s.service, set()).add(instance)
-        for i, s in enumerate(trace.spans):
-            stages_of.setdefault(s.service, set()).add(trace.stage[i].split(".")[0])
         graph, first = template(trace, sizes, seen_pools)
         templates.append(graph)
         start, end = trace.start[trace.root], trace.end[trace.root]
