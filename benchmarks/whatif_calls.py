@@ -21,14 +21,13 @@ model at P50 and P90.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, _whatif, print_errors, protocol_args  # noqa: E402
+from whatif_load import _bench, _whatif, host_line, print_errors, protocol_args  # noqa: E402
 
 from demo_app.chain import stop_on_signals  # noqa: E402
 
@@ -77,7 +76,7 @@ def main() -> None:
             cand = _bench(tmp / f"calls{i}.db", real, pool, load, args.requests, args.warmup)
             measured = cand["e2e_ms"]
             change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
-            print(f"{i}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(host_line(i, [(store, base["run"]), (tmp / f"calls{i}.db", cand["run"])]))
             for model in ("load", "retime"):
                 got = _whatif(store, base["run"], model, *_change(calls, n, k))
                 head = f"{i} | {profile} | {pool or 'unlimited'} | {load} | {change} | {model}"

@@ -74,6 +74,33 @@ CONFIGS = [
 OVERLOADED = {20}
 #: The configurations that change nothing: the runs' own spread, apart from the median.
 NO_CHANGE = {21, 22}
+#: Cores the rest of the host may keep busy beside the chain in a run of a quiet
+#: machine: 0.03-0.13 in 130 runs, where three configurations of one pass, measured
+#: while something else ran, showed 0.3-1.1 (docs/whatif.md).
+QUIET_CORES = 0.2
+
+
+def host_line(n: int, runs: list[tuple[Path, str]]) -> str:
+    """The load average, and the cores the rest of the host kept busy beside the chain
+    in each of the configuration's runs (store, run), flagged past :data:`QUIET_CORES`:
+    a busy host moves the runs, not the model."""
+    from tracer.analysis.loaders import load
+    from tracer.analysis.query import Query
+    from tracer.analysis.whatif.loadrun import load_run
+
+    others = []
+    for store, run in runs:
+        try:
+            others.append(load_run(load([store], Query(run=run))).other_cores)
+        except Exception as exc:  # noqa: BLE001 (a note in the log, not the protocol's end)
+            print(f"{n}: cannot read the host's load from {store.name}: {exc}")
+    line = f"{n}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    if others:
+        line += "; the rest of the host kept " + " / ".join(f"{x:.2f}" for x in others)
+        line += " of a core busy beside the chain"
+        if max(others) > QUIET_CORES:
+            line += f" (BUSY HOST: over {QUIET_CORES}; this error is not the model's alone)"
+    return line
 
 
 def _free_port() -> int:
@@ -197,7 +224,7 @@ def main() -> None:
                           args.requests, args.warmup)  # fmt: skip
             measured = cand["e2e_ms"]
             # How busy the host was (others' work shifts between the two runs).
-            print(f"{n}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+            print(host_line(n, [(store, base["run"]), (Path(tmp) / f"cand{n}.db", cand["run"])]))
             for model in ("load", "retime"):
                 got = _whatif(store, base["run"], model, "--stage", stage, "--speedup", str(k))
                 if isinstance(got, str):
