@@ -292,3 +292,18 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
     assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
         1913.2, rel=0.002
     )
+
+
+def test_a_projection_whose_cores_end_up_full_says_it_is_least_sure_there():
+    # 100 ms of CPU a request on one core: sixteen clients keep it full before and
+    # after the model gets faster; one client on eight cores leaves them idle.
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    idle = project_load(run, Faster("inference", 10.0))
+    assert idle.utilization_after["cpu"] < 0.2
+    assert not any("least sure" in note for note in idle.notes)
+    full = project_load(replace(run, clients=16, cores=1.0), Faster("inference", 10.0))
+    assert full.utilization_after["cpu"] >= 0.9
+    (note,) = [note for note in full.notes if "least sure" in note]
+    assert note.startswith(
+        f"after the change the chain's cores are {full.utilization_after['cpu']:.0%} busy"
+    )

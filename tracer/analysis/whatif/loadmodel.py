@@ -49,6 +49,7 @@ from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
 __all__ = [
+    "CPU_FULL",
     "CPU_SCALING",
     "INLINE_SHARE",
     "PROCESS_LOOPS",
@@ -105,6 +106,10 @@ INLINE_SHARE = 0.5
 PROCESS_LOOPS = True
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
+#: After the change, the chain's cores this busy in the simulation: the CPU holds the
+#: chain back, and the projection says it is least sure there (on the fresh passes in
+#: docs/whatif.md, every projection more than 8% off had its cores at least this busy).
+CPU_FULL = 0.9
 
 
 def _steps(
@@ -329,6 +334,12 @@ def project_load(
     util = dict(after.utilization)
     if run.cores is None:
         util.pop("cpu", None)
+    elif util.get("cpu", 0.0) >= CPU_FULL:
+        notes.append(
+            f"after the change the chain's cores are {util['cpu']:.0%} busy: where the CPU "
+            "holds the chain back the projection is least sure, its tail most of all "
+            "(docs/whatif.md has how far off it was on real runs)"
+        )
     bottleneck = max(util, key=lambda k: util[k]) if util else "none"
     if run.clients:
         arrivals = f"a closed loop of {run.clients} clients"
