@@ -84,6 +84,7 @@ def host_line(n: int, runs: list[tuple[Path, str]]) -> str:
     """The load average, and the cores the rest of the host kept busy beside the chain
     in each of the configuration's runs (store, run), flagged past :data:`QUIET_CORES`:
     a busy host moves the runs, not the model."""
+    from tracer._errors import HoptraceError
     from tracer.analysis.loaders import load
     from tracer.analysis.query import Query
     from tracer.analysis.whatif.loadrun import load_run
@@ -92,7 +93,7 @@ def host_line(n: int, runs: list[tuple[Path, str]]) -> str:
     for store, run in runs:
         try:
             others.append(load_run(load([store], Query(run=run))).other_cores)
-        except Exception as exc:  # noqa: BLE001 (a note in the log, not the protocol's end)
+        except HoptraceError as exc:  # a note in the log, not the protocol's end
             print(f"{n}: cannot read the host's load from {store.name}: {exc}")
     line = f"{n}: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     if others:

@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from collector import BackgroundCollector, free_port
 from collector.metrics import OTHER, LabelLimiter
 from collector.pending import PendingTraces
+from tests.conftest import CollectorProcess
 from tests.helpers import eventually
 from tracer import attributes as attrs
 from tracer.analysis.loaders.arrival import is_complete
@@ -428,8 +429,6 @@ def test_a_timed_out_trace_is_attributed_as_it_is_with_its_root_and_dropped_with
 def test_live_settle_holds_a_complete_trace_that_long_for_late_spans(tmp_path):
     """``hoptrace collect --live-settle``: a trace that looks complete is taken once none
     of its spans has come for that long (the default, 1 s, takes it about 1 s after)."""
-    from tests.conftest import CollectorProcess
-
     collector = CollectorProcess(tmp_path / "spans.db", "--live-metrics", "--live-settle", "4")
     try:
         sent = time.monotonic()
