@@ -209,21 +209,21 @@ def _one_client_run(n: int = 30, e2e_ms: float = 1000.0) -> list[list[Span]]:
     return traces
 
 
-def test_the_cpu_runs_in_line_with_the_waits_and_a_faster_stage_moves_its_own_beside():
-    # 1,000 ms requests, 100 ms of CPU each, all in line, eight idle cores: the model
-    # 10x faster leaves (1000 - 100) / 10 = 90 ms of waiting, then a tenth of the 100 ms
-    # in line (the other 90 ms run beside the waits, from the request's start, and end
-    # first). CPU per request falls with throughput as (x / 1000) ** 0.2: the fixed
-    # point x = 90 + 10 (x / 1000) ** 0.2 is 96.3 ms. All 100 ms kept in line would
-    # give 159.2 ms (x = 90 + 100 (x / 1000) ** 0.2).
+def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
+    # 1,000 ms requests, 100 ms of CPU each, eight idle cores: the model 10x faster
+    # leaves (1000 - 50) / 10 = 95 ms of waiting, then a tenth of the 50 ms in line (the
+    # other 45 ms join the 50 beside the waits, which run from the request's start and
+    # end first). CPU per request falls with throughput as (x / 1000) ** 0.2: the fixed
+    # point x = 95 + 5 (x / 1000) ** 0.2 is 98.1 ms. All 50 ms kept in line would give
+    # 128.2 ms (x = 95 + 50 (x / 1000) ** 0.2).
     run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert run.clients == 1 and run.cores == 8.0
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
-    assert projected.after.p50 == pytest.approx(96.3, rel=0.005)
-    # A stage made slower keeps its CPU in line: twice as slow, 2 x 900 + 100.
+    assert projected.after.p50 == pytest.approx(98.1, rel=0.005)
+    # A stage made slower keeps its CPU in line: twice as slow, 2 x 950 + 50.
     slower = project_load(run, Faster("inference", 0.5))
-    assert slower.after.p50 == pytest.approx(1900.0, rel=0.01)
+    assert slower.after.p50 == pytest.approx(1950.0, rel=0.01)
 
 
 def _two_process_run(n: int = 30, caller: bool = False) -> list[list[Span]]:
@@ -280,17 +280,17 @@ def test_a_called_stage_costs_its_caller_as_much_again():
 
 
 def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
-    # 100 ms of CPU a request, all in line: inference holds 90 ms of it by length (900
-    # of 1,000 ms), so its waits are 810 ms. Called twice, the model server's 20% of the
-    # CPU comes again: in line 90 + 20 ms, where by length it would be 180. The CPU per
-    # request then rises with the lower throughput, (1000 / x) ** -0.2: the fixed point
-    # is 2 x 810 + 90 + 1.130 x (110 + 10) = 1,845.6 ms (by length: 1,926.6).
+    # 100 ms of CPU a request, half in line: inference holds 45 ms of it by length
+    # (900 of 1,000 ms), so its waits are 855 ms. Called twice, the model server's 20%
+    # of the CPU comes again: in line 45 + 10 ms, where by length it would be 90. The
+    # CPU per request then rises with the lower throughput, (1000 / x) ** -0.2: the
+    # fixed point is 2 x 855 + 95 + 1.133 x (55 + 5) = 1,873 ms (by length: 1,913).
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert dict(run.stage_cpu)["inference"] == pytest.approx(0.2)
-    assert project_load(run, Repeat("inference", 2)).after.p50 == pytest.approx(1845.6, rel=0.002)
+    assert project_load(run, Repeat("inference", 2)).after.p50 == pytest.approx(1873.0, rel=0.002)
     by_length = replace(run, stage_cpu=())
     assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
-        1926.6, rel=0.002
+        1913.2, rel=0.002
     )
 
 

@@ -10,9 +10,7 @@ with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
   change (a sleep, the network, a GPU). The change multiplies the waiting time of
   each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
   per request falls as throughput rises (:data:`CPU_SCALING`), and a stage k times
-  faster keeps 1/k of its in-line CPU in line, the rest moved beside the waits. One
-  request's CPU is not another's: a factor drawn for each request (:data:`CPU_CV`)
-  spreads it, as pauses and the scheduler's order do on a real host.
+  faster keeps 1/k of its in-line CPU in line, the rest moved beside the waits.
 - **Processes.** Each of the chain's services runs its CPU in its own processes, one
   event loop each: a burst runs in one of them, drawn by their shares of the chain's
   CPU, and a process never gets more than a core however many are free
@@ -51,7 +49,6 @@ from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
 __all__ = [
-    "CPU_CV",
     "CPU_FULL",
     "CPU_SCALING",
     "INLINE_SHARE",
@@ -94,26 +91,19 @@ class LoadWhatIf:
 #: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
 CPU_SCALING = 0.2
 #: The share of the chain's CPU per request that runs in line with the request's waits
-#: and lengthens its stretches; the rest runs beside them: a branch of the request of
-#: its own, from its start, that loads the cores as much and lengthens the request
-#: only when contention makes it outlast the waits. A stage k times faster keeps 1/k
-#: of its stretches' in-line CPU in line; the rest joins the branch (a faster model's
-#: tokens reach the relays a few at a time). Chosen on the fifth to eighth passes of
-#: the protocols in docs/whatif.md, among 1, 0.75 and 0.5 (0.5 before them).
-INLINE_SHARE = 1.0
+#: and lengthens its stretches; the rest runs beside them (a stream's relays working on
+#: one token while the model waits for the next, the exporters' threads): a branch of
+#: the request of its own, from its start, that loads the cores as much and lengthens
+#: the request only when contention makes it outlast the waits. Chosen on the first
+#: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25. A stage k
+#: times faster keeps 1/k of its stretches' in-line share; the rest joins the branch.
+INLINE_SHARE = 0.5
 #: Each service of the chain runs its CPU on one event loop per process: at most a
 #: core per process (its instances' count), beside the host's cores shared by all.
 #: The CPU in line with the waits is drawn to a service per stretch by the services'
 #: shares, the CPU beside them split among all by their shares. Measured on fresh runs
 #: of the protocol in docs/whatif.md.
 PROCESS_LOOPS = True
-#: How much one request's CPU differs from another's: the coefficient of variation of
-#: a factor (gamma, mean 1) drawn for each simulated request and applied to all of its
-#: CPU. Without it, requests with the same CPU sharing the cores finish in lockstep:
-#: where the CPU held the chain back the simulation's P90 was 1-6% over its P50, the
-#: runs' 15-44% (pauses, the scheduler's order). Chosen on the fifth to eighth passes
-#: (docs/whatif.md), among 0, 0.08 and 0.15.
-CPU_CV = 0.08
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
 #: After the change, the chain's cores this busy in the simulation: the CPU holds the
@@ -242,7 +232,6 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
             clients=run.clients,
             others=others,
             loops=loops,
-            cpu_cv=CPU_CV,
             requests=requests,
             warmup=warmup,
             seed=seed,
@@ -258,7 +247,6 @@ def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulat
         schedule=schedule,
         others=others,
         loops=loops,
-        cpu_cv=CPU_CV,
         requests=len(schedule),
         warmup=0,
     )

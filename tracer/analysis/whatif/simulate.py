@@ -103,11 +103,10 @@ class _Plan:
 
 
 class _Request:
-    __slots__ = ("plan", "waits", "left", "started", "first", "client", "scale")
+    __slots__ = ("plan", "waits", "left", "started", "first", "client")
 
-    def __init__(self, plan: _Plan, started: float, client: int, scale: float = 1.0) -> None:
+    def __init__(self, plan: _Plan, started: float, client: int) -> None:
         self.plan = plan
-        self.scale = scale  # what this request's CPU steps are multiplied by
         self.waits = list(plan.waits)
         self.left = len(plan.nodes)
         self.started = started
@@ -292,7 +291,6 @@ def simulate(
     schedule: Sequence[tuple[float, int]] | None = None,
     others: float = 0.0,
     loops: dict[str, float] | None = None,
-    cpu_cv: float = 0.0,
     requests: int = 2000,
     warmup: int = 200,
     seed: int = 1,
@@ -304,15 +302,12 @@ def simulate(
     then its length). Exactly one of the three. ``others``: busy threads of other
     programs that share the cores with the requests' bursts all along. ``loops``: the
     most cores each named process can use at once (a Python process with one event
-    loop: 1); a ``CPU`` step whose ``pool`` names one runs in it. ``cpu_cv``: how much a
-    request's CPU varies from one request to the next, as the coefficient of variation
-    of a factor (gamma, mean 1) drawn for each request and applied to all of its CPU
-    steps (0: every request's CPU as its template has it).
+    loop: 1); a ``CPU`` step whose ``pool`` names one runs in it.
 
     Raises:
         ValueError: no templates, not exactly one of ``clients``, ``arrival_per_s``
-            and ``schedule``, a schedule of the wrong length, a bad graph, a
-            non-positive size or a ``cpu_cv`` out of range.
+            and ``schedule``, a schedule of the wrong length, a bad graph or a
+            non-positive size.
     """
     if not templates:
         raise ValueError("simulate needs at least one request template")
@@ -320,8 +315,6 @@ def simulate(
         raise ValueError("give exactly one of clients (closed loop), arrival_per_s and schedule")
     if clients is not None and clients < 1:
         raise ValueError(f"clients must be at least 1, got {clients!r}")
-    if not 0 <= cpu_cv < 10:
-        raise ValueError(f"cpu_cv must be at least 0 and under 10, got {cpu_cv!r}")
     if arrival_per_s is not None and not arrival_per_s > 0:
         raise ValueError(f"arrival_per_s must be positive, got {arrival_per_s!r}")
     total = requests + warmup
@@ -330,7 +323,6 @@ def simulate(
     plans = [_Plan(t) for t in templates]
     rng = random.Random(seed)
     sim = _Sim(cores, pools or {}, others, loops)
-    shape = 1.0 / cpu_cv**2 if cpu_cv > 0 else 0.0
     sent = 0
     e2e: list[float] = []
     ttft: list[float | None] = []
@@ -340,8 +332,7 @@ def simulate(
         nonlocal sent
         sent += 1
         plan = plans[rng.randrange(len(plans)) if which is None else which]
-        scale = rng.gammavariate(shape, 1.0 / shape) if shape else 1.0
-        sim.at(sim.now, _Thread(_Request(plan, sim.now, client, scale), 0))
+        sim.at(sim.now, _Thread(_Request(plan, sim.now, client), 0))
 
     gap = 0.0
     if clients is not None:
@@ -385,7 +376,7 @@ def simulate(
                         break
                 elif step.kind == CPU:
                     if step.ns > 0:
-                        sim.cpu(r, step.ns * r.request.scale, step.pool)
+                        sim.cpu(r, step.ns, step.pool)
                         break
                 elif step.kind == ACQUIRE:
                     if not sim.acquire(step.pool, r):
