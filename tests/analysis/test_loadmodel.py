@@ -14,9 +14,10 @@ from tests.synthetic import to_otlp_json
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
-from tracer.analysis.whatif.loadmodel import project_load
+from tracer.analysis.whatif.loadmodel import LOOP_PIECE_MS, _steps, project_load
 from tracer.analysis.whatif.loadrun import load_run
 from tracer.analysis.whatif.scenario import Faster, Repeat
+from tracer.analysis.whatif.simulate import CPU, DELAY
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
 T0 = 1_760_000_000_000_000_000
@@ -292,6 +293,26 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
     assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
         1913.2, rel=0.002
     )
+
+
+def test_a_stretch_s_cpu_in_line_comes_in_pieces_through_its_wait_each_in_its_loop():
+    # 100 ms of CPU a request, half in line, by length: the model's 900 ms stretch has
+    # 45 ms of it, paced through its 855 ms of waiting in pieces of 1 ms (a stream's
+    # relays handling one token, then waiting for the next), each taken in turn by its
+    # process's loop; the client's 100 ms stretch, 5 pieces. The 50 ms beside the waits
+    # are the processes' other threads, shared, not taken in turn.
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    (graph, *_) = _steps(run, None, 1.0)
+    steps = [step for node in graph.nodes for step in node]
+    in_line = [step for step in steps if step.kind == CPU and step.loop]
+    assert len(in_line) == 50 and max(step.ns for step in in_line) <= LOOP_PIECE_MS * MS
+    assert sum(step.ns for step in in_line) == pytest.approx(50 * MS)
+    assert {step.pool for step in in_line} <= {"bench", "model"}
+    beside = [step for step in steps if step.kind == CPU and not step.loop]
+    assert sum(step.ns for step in beside) == pytest.approx(50 * MS)
+    longest = max(graph.nodes, key=len)  # the model's stretch: wait, piece, wait, ...
+    assert [step.kind for step in longest] == [DELAY, CPU] * 45
+    assert longest[0].ns == pytest.approx(855 * MS / 45)
 
 
 def test_a_projection_whose_cores_end_up_full_says_it_is_least_sure_there():

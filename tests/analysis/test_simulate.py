@@ -106,6 +106,49 @@ def test_what_a_capped_process_cannot_use_goes_to_the_others():
     assert sorted(got.e2e_ns) == pytest.approx([30 * MS, 90 * MS, 90 * MS, 90 * MS])
 
 
+def test_a_loop_takes_its_bursts_in_turn_where_sharing_finishes_them_together():
+    # Three requests reach one loop at once, 10 ms of CPU each, on 2 cores: taken in
+    # turn they leave at 10, 20 and 30 ms; shared, all three at 30 ms (a third of a
+    # core each). The mean is lower in turn, the last one as late.
+    def run(loop):
+        steps = [[Step(CPU, 10 * MS, pool="app", loop=loop)]]
+        got = simulate(
+            steps, cores=2, schedule=[(0.0, 0)] * 3, loops={"app": 1}, requests=3, warmup=0
+        )
+        return sorted(got.e2e_ns)
+
+    assert run(True) == pytest.approx([10 * MS, 20 * MS, 30 * MS])
+    assert run(False) == pytest.approx([30 * MS] * 3)
+
+
+def test_a_loop_of_two_processes_takes_two_bursts_at_once():
+    steps = [[Step(CPU, 10 * MS, pool="app", loop=True)]]
+    got = simulate(steps, cores=2, schedule=[(0.0, 0)] * 3, loops={"app": 2}, requests=3, warmup=0)
+    assert sorted(got.e2e_ns) == pytest.approx([10 * MS, 10 * MS, 20 * MS])
+
+
+def test_a_loop_burst_shares_its_process_with_the_process_s_other_threads():
+    # One loop burst and one burst of another thread of the same process (an
+    # exporter), 10 ms each, at once: the process's one core is shared, so both take
+    # 20 ms; two loop bursts would have taken 10 and 20 ms.
+    steps = [[Step(CPU, 10 * MS, pool="app", loop=True)], [Step(CPU, 10 * MS, pool="app")]]
+    got = simulate(
+        steps, cores=2, schedule=[(0.0, 0), (0.0, 1)], loops={"app": 1}, requests=2, warmup=0
+    )
+    assert got.e2e_ns == pytest.approx([20 * MS] * 2)
+    # In a closed loop on a saturated loop, taken in turn: X = 1 core / 10 ms, as shared.
+    one = [[Step(CPU, 10 * MS, pool="app", loop=True)]]
+    busy = simulate(one, cores=2, clients=4, loops={"app": 1}, requests=1000, warmup=50)
+    assert busy.throughput_per_s == pytest.approx(100.0, rel=0.005)
+    assert statistics.mean(busy.e2e_ns) / MS == pytest.approx(40.0, rel=0.005)
+
+
+def test_a_loop_step_outside_any_named_loop_is_shared_as_any_burst():
+    steps = [[Step(CPU, 10 * MS, pool="elsewhere", loop=True)]]
+    got = simulate(steps, cores=1, schedule=[(0.0, 0)] * 2, loops={"app": 1}, requests=2, warmup=0)
+    assert got.e2e_ns == pytest.approx([20 * MS] * 2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

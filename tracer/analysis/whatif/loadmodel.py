@@ -15,7 +15,11 @@ with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
   event loop each: a burst runs in one of them, drawn by their shares of the chain's
   CPU, and a process never gets more than a core however many are free
   (:data:`PROCESS_LOOPS`). A service busy at half a core makes its requests queue for
-  its loop long before the host's cores run out.
+  its loop long before the host's cores run out. The CPU in line with a stretch is
+  paced through its wait in pieces of at most :data:`LOOP_PIECE_MS`, and a loop runs
+  its pieces one at a time, first come first served, as asyncio runs its callbacks:
+  requests that reach a busy loop together leave it one after another, not in
+  lockstep.
 - **Arrivals.** A closed loop keeps its clients. An open loop replays the run's own
   arrivals once, as they came, each with the request that arrived then (the same
   before and after): a finite run near its capacity is not its steady state, and a
@@ -104,6 +108,15 @@ INLINE_SHARE = 0.5
 #: shares, the CPU beside them split among all by their shares. Measured on fresh runs
 #: of the protocol in docs/whatif.md.
 PROCESS_LOOPS = True
+#: The in-line CPU of a stretch comes in pieces of at most this many milliseconds,
+#: between equal pieces of its wait (a stream's relays handle one token, wait for the
+#: next), each run by its process's loop in turn (with :data:`PROCESS_LOOPS`). One
+#: burst at the end of a long stretch would hold its loop for all of it; bursts
+#: shared by the loop instead of taken in turn finish in lockstep, so a closed loop
+#: held back by the CPU showed no tail (its P90 12-18% short on the fresh passes in
+#: docs/whatif.md). Chosen on the kept runs of the fifth to eighth load passes and
+#: the calls' seventh to ninth, among 1, 2 and 3 ms.
+LOOP_PIECE_MS = 1.0
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
 #: After the change, the chain's cores this busy in the simulation: the CPU holds the
@@ -158,11 +171,15 @@ def _steps(
                 wait = max(x.ns - measured * part * stretch, 0.0)
                 if scenario is not None:
                     wait *= scenario.factor(x.stage)
-                if wait > 0:
-                    steps.append(Step(DELAY, wait))
                 if share > 0:
                     where = pick.choices(names, weights)[0] if names else ""
-                    steps.append(Step(CPU, share, pool=where))
+                    pieces = max(int(np.ceil(share / (LOOP_PIECE_MS * _MS))), 1)
+                    for _ in range(pieces):
+                        if wait > 0:
+                            steps.append(Step(DELAY, wait / pieces))
+                        steps.append(Step(CPU, share / pieces, pool=where, loop=bool(where)))
+                elif wait > 0:
+                    steps.append(Step(DELAY, wait))
             nodes.append(tuple(steps))
         after = t.after
         if total > cpu or aside > 0:

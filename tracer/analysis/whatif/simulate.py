@@ -7,8 +7,10 @@ arriving at a rate (an open loop, Poisson), or requests arriving at given times 
 open loop replayed: a run's own arrivals); one host CPU of C cores shared by every
 process of the chain, served by processor sharing (n busy bursts each get
 min(1, C/n) of a core; a process of few threads, an event loop, never more than its
-cores, what it cannot use going to the others); and pools served first come, first
-served (a gateway's workers, an engine's slots). Each request follows its own steps:
+cores, what it cannot use going to the others), except that a process's event loop
+takes its own bursts one at a time per core, first come first served, as asyncio runs
+its callbacks; and pools served first come, first served (a gateway's workers, an
+engine's slots). Each request follows its own steps:
 wait a fixed time, use the CPU for some time, take a slot of a pool, give it back, or
 mark its first token. A request's steps are a list, or a :class:`Graph` of lists that run in
 parallel where the request's dependencies let them (a fan-out and its join).
@@ -51,6 +53,10 @@ class Step:
     kind: str
     ns: float = 0.0
     pool: str = ""
+    #: a CPU step of a named process's event loop: its bursts run one at a time per
+    #: core of the process, in the order they came (the rest of the process's CPU is
+    #: shared with them)
+    loop: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +162,10 @@ class _Sim:
         # process (``served``) brings them all up to date. Processes of few threads
         # (``loops``) are capped at their cores.
         self.loops = dict(loops or {})
-        self.groups: dict[str, list[tuple[float, int, _Thread]]] = {}
+        # Each process's loop bursts running (at most its cores) and waiting their turn.
+        self.in_loop: dict[str, int] = {}
+        self.waiting: dict[str, deque[tuple[float, _Thread]]] = {}
+        self.groups: dict[str, list[tuple[float, int, _Thread, bool]]] = {}
         self.served: dict[str, float] = {}
         self.bursts = 0
         self.level = 1.0
@@ -222,14 +231,20 @@ class _Sim:
                 soonest = wait
         self.at(self.now + max(soonest, 0.0), None, self.version)
 
-    def cpu(self, thread: _Thread, ns: float, process: str = "") -> None:
+    def cpu(self, thread: _Thread, ns: float, process: str = "", loop: bool = False) -> None:
         self._catch_up()
         name = process if process in self.loops else ""
+        loop = loop and bool(name)
+        if loop:
+            if self.in_loop.get(name, 0) >= max(int(self.loops[name]), 1):
+                self.waiting.setdefault(name, deque()).append((ns, thread))
+                return
+            self.in_loop[name] = self.in_loop.get(name, 0) + 1
         if name not in self.groups:
             self.groups[name] = []
             self.served[name] = 0.0
         self.order += 1
-        heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread))
+        heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread, loop))
         self.bursts += 1
         self._reschedule()
 
@@ -240,8 +255,18 @@ class _Sim:
         for name in list(self.groups):
             group, served = self.groups[name], self.served[name]
             while group and group[0][0] - served <= 1.0:
-                done.append(heapq.heappop(group)[2])
+                _, _, thread, loop = heapq.heappop(group)
+                done.append(thread)
                 self.bursts -= 1
+                if loop:  # the loop's next burst in line starts
+                    queued = self.waiting.get(name)
+                    if queued:
+                        ns, nxt = queued.popleft()
+                        self.order += 1
+                        heapq.heappush(group, (served + ns, self.order, nxt, True))
+                        self.bursts += 1
+                    else:
+                        self.in_loop[name] -= 1
             if not group:
                 del self.groups[name]
         self._reschedule()
@@ -302,7 +327,8 @@ def simulate(
     then its length). Exactly one of the three. ``others``: busy threads of other
     programs that share the cores with the requests' bursts all along. ``loops``: the
     most cores each named process can use at once (a Python process with one event
-    loop: 1); a ``CPU`` step whose ``pool`` names one runs in it.
+    loop: 1); a ``CPU`` step whose ``pool`` names one runs in it, and a ``loop`` step
+    there waits its turn at that process's loop.
 
     Raises:
         ValueError: no templates, not exactly one of ``clients``, ``arrival_per_s``
@@ -376,7 +402,7 @@ def simulate(
                         break
                 elif step.kind == CPU:
                     if step.ns > 0:
-                        sim.cpu(r, step.ns, step.pool)
+                        sim.cpu(r, step.ns, step.pool, step.loop)
                         break
                 elif step.kind == ACQUIRE:
                     if not sim.acquire(step.pool, r):
