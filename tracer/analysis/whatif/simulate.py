@@ -243,10 +243,14 @@ class _Sim:
         if name not in self.groups:
             self.groups[name] = []
             self.served[name] = 0.0
+        self._start(name, ns, thread, loop)
+        self._reschedule()
+
+    def _start(self, name: str, ns: float, thread: _Thread, loop: bool) -> None:
+        """A burst of ``ns`` starts running in process ``name``'s group."""
         self.order += 1
         heapq.heappush(self.groups[name], (self.served[name] + ns, self.order, thread, loop))
         self.bursts += 1
-        self._reschedule()
 
     def cpu_tick(self) -> list[_Thread]:
         self._catch_up()
@@ -261,10 +265,7 @@ class _Sim:
                 if loop:  # the loop's next burst in line starts
                     queued = self.waiting.get(name)
                     if queued:
-                        ns, nxt = queued.popleft()
-                        self.order += 1
-                        heapq.heappush(group, (served + ns, self.order, nxt, True))
-                        self.bursts += 1
+                        self._start(name, *queued.popleft(), True)
                     else:
                         self.in_loop[name] -= 1
             if not group:
