@@ -37,7 +37,7 @@ cancels out; the projected percentiles are then kept in order (P90 at least P50)
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +53,7 @@ from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
 __all__ = [
+    "COPY_CPU_SCALING",
     "CPU_FULL",
     "CPU_SCALING",
     "INLINE_SHARE",
@@ -117,6 +118,15 @@ PROCESS_LOOPS = True
 #: docs/whatif.md). Chosen on the kept runs of the fifth to eighth load passes and
 #: the calls' seventh to ninth, among 1, 2 and 3 ms.
 LOOP_PIECE_MS = 1.0
+#: A copy of a call k times faster (``--repeat``/``--fanout`` with ``--speedup``)
+#: brings k ** -this of the CPU a call of the run cost: a faster model's answer
+#: reaches its caller in fewer, fuller pieces, and more calls a second share the
+#: wake-ups of the model server's and the app's loops. Measured on the demo's chain:
+#: two more calls of a model 100x faster cost about 1 ms of CPU a request, where a
+#: copy costing a call's share of the single-call run's CPU brought 11 ms each.
+#: Chosen among 0 (that share), 0.4 and 0.5 on two runs of the calls protocol in
+#: docs/whatif.md.
+COPY_CPU_SCALING = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
 #: After the change, the chain's cores this busy in the simulation: the CPU holds the
@@ -146,7 +156,11 @@ def _steps(
     weights = [share for _, share, _ in run.processes]
     out = []
     for k, t in enumerate(run.templates if templates is None else templates):
-        scale, grow = ({}, 1.0) if templates is None else _copies(run.templates[k], t, own)
+        scale, grow = (
+            ({}, 1.0)
+            if templates is None
+            else _copies(run.templates[k], t, own, scenario.factor if scenario else None)
+        )
         # Each burst in line runs in one of the chain's processes, drawn by their
         # shares of its CPU (the same draw for a template every time).
         pick = random.Random(k)
@@ -211,7 +225,12 @@ def _by_stage(t: Template) -> dict[str, float]:
     return out
 
 
-def _copies(was: Template, now: Template, own: dict[str, float]) -> tuple[dict[str, float], float]:
+def _copies(
+    was: Template,
+    now: Template,
+    own: dict[str, float],
+    factor: Callable[[str], float] | None = None,
+) -> tuple[dict[str, float], float]:
     """What a request's copied calls cost in CPU: for each stage with copies, the factor
     on its stretches' in-line CPU, and the factor on the CPU beside the waits.
 
@@ -219,6 +238,8 @@ def _copies(was: Template, now: Template, own: dict[str, float]) -> tuple[dict[s
     share of the chain's, a model server's for ``inference``): not the chain's relays
     and the client's, which handle one answer however many calls made it. A stage
     without processes of its own costs its stretches' share of the CPU by length.
+    ``factor``: the scenario's factor on a stage's time; a copy of a call k times
+    faster costs k ** -:data:`COPY_CPU_SCALING` as much.
     """
     before, after = _by_stage(was), _by_stage(now)
     busy = was.busy_ns
@@ -230,6 +251,9 @@ def _copies(was: Template, now: Template, own: dict[str, float]) -> tuple[dict[s
             continue
         calls = ns / o  # the stage's time in calls of it (2: one more)
         per_call = own.get(stage, o / busy)  # a call's share of the CPU per request
+        if factor is not None:
+            # A copy of a call k times faster brings k ** -COPY_CPU_SCALING of its CPU.
+            per_call *= min(factor(stage), 1.0) ** COPY_CPU_SCALING
         scale[stage] = (o / busy + (calls - 1) * per_call) / (ns / busy)
         grow += (calls - 1) * per_call
     return scale, grow
