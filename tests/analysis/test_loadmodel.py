@@ -14,9 +14,10 @@ from tests.synthetic import to_otlp_json
 from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
-from tracer.analysis.whatif.loadmodel import LOOP_PIECE_MS, _steps, project_load
+from tracer.analysis.whatif.expand import expand_templates
+from tracer.analysis.whatif.loadmodel import COPY_CPU_SCALING, LOOP_PIECE_MS, _steps, project_load
 from tracer.analysis.whatif.loadrun import load_run
-from tracer.analysis.whatif.scenario import Faster, Repeat
+from tracer.analysis.whatif.scenario import Combined, Fanout, Faster, Repeat, Scenario
 from tracer.analysis.whatif.simulate import CPU, DELAY
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
@@ -293,6 +294,29 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
     assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
         1913.2, rel=0.002
     )
+
+
+def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
+    # 100 ms of CPU a request, of which a call of inference costs the model server's
+    # 20 ms. Called twice as it was, the copy brings those 20 ms; with the model 100x
+    # faster, 100 ** -0.5 of them (2 ms); best-of-3 10x faster, two copies of 20 /
+    # sqrt(10) ms. Faster alone, no copy: the request's 100 ms, all still spent.
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+
+    def cpu_ms(scenario: Scenario) -> float:
+        (graph, *_) = _steps(
+            run, scenario, 1.0, templates=expand_templates(run.templates, scenario)
+        )
+        return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
+
+    assert COPY_CPU_SCALING == 0.5
+    assert cpu_ms(Repeat("inference", 2)) == pytest.approx(120.0)
+    assert cpu_ms(Faster("inference", 100)) == pytest.approx(100.0)
+    assert cpu_ms(Combined((Faster("inference", 100), Repeat("inference", 2)))) == pytest.approx(
+        102.0
+    )
+    best_of_3 = Combined((Faster("inference", 10), Fanout("inference", 3)))
+    assert cpu_ms(best_of_3) == pytest.approx(100.0 + 2 * 20.0 / 10**0.5)
 
 
 def test_a_stretch_s_cpu_in_line_comes_in_pieces_through_its_wait_each_in_its_loop():
