@@ -125,7 +125,8 @@ LOOP_PIECE_MS = 1.0
 #: two more calls of a model 100x faster cost about 1 ms of CPU a request, where a
 #: copy costing a call's share of the single-call run's CPU brought 11 ms each.
 #: Chosen among 0 (that share), 0.4 and 0.5 on two runs of the calls protocol in
-#: docs/whatif.md.
+#: docs/whatif.md; on the fresh run after them it came out too fast at 100x, with the
+#: single-call run's CPU measure a quarter lower (worst 27%, against 32% with 0).
 COPY_CPU_SCALING = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
