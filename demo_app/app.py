@@ -107,8 +107,13 @@ def create_app_app(
             async with client.stream("POST", url, json=body) as resp:
                 if resp.status_code != 200:
                     raise UpstreamFailure(f"model answered {resp.status_code}")
-                async for data in aiter_sse_data(resp.aiter_lines()):
+                events = aiter_sse_data(resp.aiter_lines())
+                async for data in events:
                     if data.strip() == "[DONE]":
+                        # To the body's end, so that the connection is kept for the next
+                        # call (a response closed early closes its connection).
+                        async for _ in events:
+                            pass
                         return
                     try:
                         chunk = json.loads(data)

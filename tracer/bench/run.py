@@ -19,12 +19,13 @@ grew most between the lowest level and the knee is named.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,7 +309,8 @@ class _Exchange:
             self.status = str(resp.status_code)
             if resp.status_code == 200:
                 check_content_type(resp.headers.get("content-type", ""), stream=True)
-                async for data in aiter_sse_data(resp.aiter_lines()):
+                events = aiter_sse_data(resp.aiter_lines())
+                async for data in events:
                     if data.strip() == "[DONE]":
                         done = True
                         break
@@ -320,6 +322,8 @@ class _Exchange:
                         self.usage_tokens = tokens
                     if text:
                         self.content()
+                if done:
+                    await _drain(events)
         # End to end includes closing the response, as the request's span does.
         self.e2e_ms = (time.perf_counter() - self.started) * 1000
         if self.status == "200" and not done:
@@ -340,6 +344,22 @@ class _Exchange:
             tokens,
             self.detail,
         )
+
+
+#: How long the rest of a stream may take to end after its ``[DONE]``.
+DRAIN_S = 0.5
+
+
+async def _drain(events: AsyncIterator[str]) -> None:
+    """Read what follows ``[DONE]`` to the body's end, as OpenAI's client does
+    (openai-python, ``Stream.__stream__``), so that the connection goes back to the
+    pool: a response closed before its body ends closes its connection, and every
+    request would open a new one. A server that keeps the stream open past
+    :data:`DRAIN_S` gets it closed, as before."""
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):  # AnswerTooLarge too
+        async with asyncio.timeout(DRAIN_S):
+            async for _ in events:
+                pass
 
 
 async def _phase(
