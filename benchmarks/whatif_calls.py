@@ -15,6 +15,10 @@ second run's measured P50 and P90. The runs, the bench and the projection are th
     python benchmarks/whatif_calls.py --requests 8 --warmup 2 --only 0   # a smoke run
     python benchmarks/whatif_calls.py --keep /tmp/wc  # keep the runs (reused next time)
 
+As there, the runs are made ``--repetitions`` times in turn (two by default: a
+single-call run and the changed runs after it, then again), and the median projection
+is checked against the median measured.
+
 Prints one row per configuration and model, and the median and worst error of each
 model at P50 and P90.
 """
@@ -27,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, _whatif, host_line, print_errors, protocol_args  # noqa: E402
+from whatif_load import _bench, host_line, print_errors, project, protocol_args, tag  # noqa: E402
 
 from demo_app.chain import stop_on_signals  # noqa: E402
 
@@ -66,30 +70,37 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(args.keep or scratch)
         tmp.mkdir(parents=True, exist_ok=True)
+        bases: dict[tuple[str, int, str, int], tuple[Path, dict]] = {}
         for i in picked:
             profile, pool, load, calls, n, k = CONFIGS[i]
-            # One single-call run per profile, pool and load, projected for each change.
-            store = tmp / f"one-{profile}-{pool}-{load}.db"
-            base = _bench(store, profile, pool, load, args.requests, args.warmup)
             speed = f",inference={k:g}" if k != 1 else ""
             real = f"{profile}{speed},{calls}={n}"
-            cand = _bench(tmp / f"calls{i}.db", real, pool, load, args.requests, args.warmup)
-            measured = cand["e2e_ms"]
+            pairs = []
+            for r in range(args.repetitions):
+                # One single-call run per profile, pool, load and repetition, projected
+                # for each change.
+                if (profile, pool, load, r) not in bases:
+                    store = tmp / f"one-{profile}-{pool}-{load}{tag(r)}.db"
+                    level = _bench(store, profile, pool, load, args.requests, args.warmup)
+                    bases[profile, pool, load, r] = store, level
+                cstore = tmp / f"calls{i}{tag(r)}.db"
+                cand = _bench(cstore, real, pool, load, args.requests, args.warmup)
+                pairs.append((*bases[profile, pool, load, r], cstore, cand))
             change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
-            print(host_line(i, [(store, base["run"]), (tmp / f"calls{i}.db", cand["run"])]))
+            print(host_line(i, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):
-                got = _whatif(store, base["run"], model, *_change(calls, n, k))
+                got = project(pairs, model, _change(calls, n, k))
                 head = f"{i} | {profile} | {pool or 'unlimited'} | {load} | {change} | {model}"
                 if isinstance(got, str):
                     print(f"{head} | declined: {got}", flush=True)
                     continue
-                after = got["after_ms"]
+                after, measured, note = got
                 e50 = after["p50"] / measured["p50"] - 1
                 e90 = after["p90"] / measured["p90"] - 1
                 errors[model] += [abs(e50), abs(e90)]
                 print(
                     f"{head} | {after['p50']:,.0f} / {measured['p50']:,.0f} ms ({e50:+.0%}) | "
-                    f"{after['p90']:,.0f} / {measured['p90']:,.0f} ms ({e90:+.0%})",
+                    f"{after['p90']:,.0f} / {measured['p90']:,.0f} ms ({e90:+.0%}) | {note}",
                     flush=True,
                 )
     print_errors(errors)

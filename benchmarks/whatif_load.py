@@ -14,6 +14,13 @@ cores with the chain and count as load.
     python benchmarks/whatif_load.py --requests 48   # shorter runs
     python benchmarks/whatif_load.py --keep /tmp/wl  # keep the runs; projected again from
                                                      # them next time (no new runs)
+    python benchmarks/whatif_load.py --repetitions 1 # one pair of runs a configuration
+
+Each configuration's two runs are made ``--repetitions`` times in turn (first run,
+second run, first, second: two by default), and the median projection is checked
+against the median measured: this two-core machine's speed for the chain's work moves
+by up to a fifth over tens of seconds, which a single pair of runs carries whole into
+the error (docs/whatif.md, "The machine's own speed").
 
 Prints one row per configuration and the median and worst error of each model; an
 overloaded configuration the load model declines prints its one line instead.
@@ -206,9 +213,38 @@ def protocol_args(doc: str, configs: int) -> tuple[argparse.Namespace, list[int]
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--warmup", type=int, default=32)
     parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
+    parser.add_argument(
+        "--repetitions", type=int, default=2, help="pairs of runs a configuration, in turn"
+    )
     args = parser.parse_args()
     picked = [int(x) for x in args.only.split(",")] if args.only else list(range(configs))
     return args, picked
+
+
+def tag(r: int) -> str:
+    """A repetition's suffix on its runs' files (the first has none)."""
+    return "" if r == 0 else f"-{r + 1}"
+
+
+def project(
+    pairs: list[tuple[Path, dict, Path, dict]], model: str, change: tuple[str, ...]
+) -> str | tuple[dict[str, float], dict[str, float], str]:
+    """The projections of ``change`` from each pair's first run (store, level) against
+    its second's, as ``(projected, measured, note)``: the medians of P50 and P90 over
+    the pairs, and a note of each pair's P50s and the model's reason. A model that
+    declined any of the runs: its one line."""
+    got = [_whatif(store, level["run"], model, *change) for store, level, _, _ in pairs]
+    for g in got:
+        if isinstance(g, str):
+            return g
+    after = {p: statistics.median(g["after_ms"][p] for g in got) for p in ("p50", "p90")}
+    measured = {p: statistics.median(c["e2e_ms"][p] for *_, c in pairs) for p in ("p50", "p90")}
+    note = got[0]["model_reason"][:90]
+    if len(pairs) > 1:
+        each = [f"{g['after_ms']['p50']:,.0f}/{c['e2e_ms']['p50']:,.0f}" for g, (*_, c) in
+                zip(got, pairs, strict=True)]  # fmt: skip
+        note = f"P50 by pair {', '.join(each)}; {note}"
+    return after, measured, note
 
 
 def main() -> None:
@@ -223,20 +259,22 @@ def main() -> None:
         Path(tmp).mkdir(parents=True, exist_ok=True)
         for n in picked:
             profile, pool, load, stage, k = CONFIGS[n]
-            store = Path(tmp) / f"run{n}.db"
-            base = _bench(store, profile, pool, load, args.requests, args.warmup)
-            cand = _bench(Path(tmp) / f"cand{n}.db", f"{profile},{stage}={k:g}", pool, load,
-                          args.requests, args.warmup)  # fmt: skip
-            measured = cand["e2e_ms"]
-            # How busy the host was (others' work shifts between the two runs).
-            print(host_line(n, [(store, base["run"]), (Path(tmp) / f"cand{n}.db", cand["run"])]))
+            pairs = []
+            for r in range(args.repetitions):
+                store, cstore = Path(tmp) / f"run{n}{tag(r)}.db", Path(tmp) / f"cand{n}{tag(r)}.db"
+                base = _bench(store, profile, pool, load, args.requests, args.warmup)
+                cand = _bench(cstore, f"{profile},{stage}={k:g}", pool, load, args.requests,
+                              args.warmup)  # fmt: skip
+                pairs.append((store, base, cstore, cand))
+            # How busy the host was (others' work shifts between the runs).
+            print(host_line(n, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):
-                got = _whatif(store, base["run"], model, "--stage", stage, "--speedup", str(k))
+                got = project(pairs, model, ("--stage", stage, "--speedup", str(k)))
                 if isinstance(got, str):
                     print(f"{n} | {profile} | {pool or 'unlimited'} | {load} | {stage} "
                           f"x{k:g} | {model} | declined: {got}", flush=True)  # fmt: skip
                     continue
-                after = got["after_ms"]
+                after, measured, note = got
                 e50 = after["p50"] / measured["p50"] - 1
                 e90 = after["p90"] / measured["p90"] - 1
                 if n not in OVERLOADED | NO_CHANGE:
@@ -245,7 +283,7 @@ def main() -> None:
                     f"{n} | {profile} | {pool or 'unlimited'} | {load} | {stage} x{k:g} | "
                     f"{model} | {after['p50']:,.0f} / {measured['p50']:,.0f} ms ({e50:+.0%}) | "
                     f"{after['p90']:,.0f} / {measured['p90']:,.0f} ms ({e90:+.0%}) | "
-                    f"{got['model_reason'][:90]}",
+                    f"{note}",
                     flush=True,
                 )
     print_errors(errors)
