@@ -9,7 +9,7 @@ N clients (``c8``: ``bench --concurrency 8``) or an open loop at R requests/s
 (``r4``: ``bench --rate 4``, Poisson). The bench client and the collector share the
 cores with the chain and count as load.
 
-    python benchmarks/whatif_load.py                 # the whole protocol (about 30 min)
+    python benchmarks/whatif_load.py                 # the whole protocol (about 45 min)
     python benchmarks/whatif_load.py --only 0,3      # some configurations
     python benchmarks/whatif_load.py --requests 48   # shorter runs
     python benchmarks/whatif_load.py --keep /tmp/wl  # keep the runs; projected again from
