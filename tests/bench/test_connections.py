@@ -5,13 +5,9 @@ not a TCP handshake each (and never a handshake's one-second retry)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
-from collections.abc import Callable
 
 import httpx
-import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -20,7 +16,6 @@ from starlette.routing import Route
 from demo_app.app import create_app_app
 from demo_app.model import create_model_app
 from demo_app.profiles import PROFILES
-from tests.conftest import free_port, wait_http
 from tracer.bench import run, run_bench
 
 CHUNK = b'data: {"choices": [{"index": 0, "delta": {"content": "hello "}}]}\n\n'
@@ -36,25 +31,6 @@ class _Clients:
         if scope["type"] == "http":
             self.seen.append(tuple(scope["client"]))
         await self.app(scope, receive, send)
-
-
-@pytest.fixture
-def serve() -> Callable:
-    servers = []
-
-    def start(app) -> str:
-        port = free_port()
-        srv = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        wait_http(f"http://127.0.0.1:{port}/none")
-        servers.append((srv, thread))
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for srv, thread in servers:
-        srv.should_exit = True
-        thread.join(timeout=10)
 
 
 def _chat(after_done_s: float = 0.0) -> Starlette:
@@ -73,9 +49,9 @@ def _chat(after_done_s: float = 0.0) -> Starlette:
     return Starlette(routes=[Route("/v1/chat/completions", answer, methods=["POST"])])
 
 
-def test_the_bench_keeps_its_connections(serve):
+def test_the_bench_keeps_its_connections(serve_app):
     server = _Clients(_chat())
-    url = serve(server) + "/v1"
+    url = serve_app(server) + "/v1"
     server.seen.clear()  # the readiness probe's
     result = run_bench(url, levels=[2], requests=16, warmup=2)
     (level,) = result.levels
@@ -86,10 +62,10 @@ def test_the_bench_keeps_its_connections(serve):
     assert len(set(server.seen)) <= 2, sorted(set(server.seen))
 
 
-def test_a_stream_held_open_past_its_done_is_closed_not_waited_for(serve):
+def test_a_stream_held_open_past_its_done_is_closed_not_waited_for(serve_app):
     # The body ends 5 s after [DONE]: the bench reads on for DRAIN_S only, then closes
     # the connection as it did before, and the answer counts as it came.
-    url = serve(_Clients(_chat(after_done_s=5.0))) + "/v1"
+    url = serve_app(_Clients(_chat(after_done_s=5.0))) + "/v1"
     started = time.monotonic()
     result = run_bench(url, levels=[1], requests=2, warmup=0)
     took = time.monotonic() - started
@@ -99,11 +75,11 @@ def test_a_stream_held_open_past_its_done_is_closed_not_waited_for(serve):
     assert took < 2 * 5.0, took  # generous: two requests of DRAIN_S each and start-up
 
 
-def test_the_demo_app_keeps_its_connection_to_the_model(serve):
+def test_the_demo_app_keeps_its_connection_to_the_model(serve_app):
     profile = PROFILES["loopback"]
     model = _Clients(create_model_app(profile))
-    model_url = serve(model) + "/v1"
-    app_url = serve(create_app_app(profile, model_url))
+    model_url = serve_app(model) + "/v1"
+    app_url = serve_app(create_app_app(profile, model_url))
     model.seen.clear()
 
     async def ask() -> None:

@@ -11,18 +11,16 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 import orjson
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
-from tests.conftest import free_port, wait_http
+from tests.conftest import free_port
 from tracer import attributes as attrs
 from tracer.analysis.render import bench_dict
 from tracer.bench import run_bench
@@ -72,24 +70,14 @@ class _Server:
 
 
 @pytest.fixture
-def serve():
-    servers = []
-
+def serve(serve_app):
     def start(handler: _Server) -> str:
         app = Starlette(routes=[Route("/v1/chat/completions", handler.answer, methods=["POST"])])
-        port = free_port()
-        srv = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
-        thread = threading.Thread(target=srv.run, daemon=True)
-        thread.start()
-        wait_http(f"http://127.0.0.1:{port}/none")
-        servers.append((srv, thread))
+        url = serve_app(app)
         handler.arrived.clear()
-        return f"http://127.0.0.1:{port}/v1"
+        return url + "/v1"
 
-    yield start
-    for srv, thread in servers:
-        srv.should_exit = True
-        thread.join(timeout=10)
+    return start
 
 
 def test_the_server_sees_the_requests_at_the_rate_sent(serve):
