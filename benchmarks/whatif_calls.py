@@ -15,9 +15,9 @@ second run's measured P50 and P90. The runs, the bench and the projection are th
     python benchmarks/whatif_calls.py --requests 8 --warmup 2 --only 0   # a smoke run
     python benchmarks/whatif_calls.py --keep /tmp/wc  # keep the runs (reused next time)
 
-As there, the runs are made ``--repetitions`` times in turn (two by default: a
-single-call run and the changed runs after it, then again), and the median projection
-is checked against the median measured.
+As there, the runs are made ``--repetitions`` times in rounds (two by default: every
+single-call run and changed run once, then again), and the median projection is
+checked against the median measured.
 
 Prints one row per configuration and model, and the median and worst error of each
 model at P50 and P90.
@@ -31,7 +31,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from whatif_load import _bench, host_line, print_errors, project, protocol_args, tag  # noqa: E402
+from whatif_load import (  # noqa: E402
+    _bench,
+    host_line,
+    print_errors,
+    project,
+    protocol_args,
+    rounds,
+    tag,
+)
 
 from demo_app.chain import stop_on_signals  # noqa: E402
 
@@ -71,21 +79,26 @@ def main() -> None:
         tmp = Path(args.keep or scratch)
         tmp.mkdir(parents=True, exist_ok=True)
         bases: dict[tuple[str, int, str, int], tuple[Path, dict]] = {}
-        for i in picked:
+
+        def make(i: int, r: int) -> tuple[Path, dict, Path, dict]:
             profile, pool, load, calls, n, k = CONFIGS[i]
             speed = f",inference={k:g}" if k != 1 else ""
-            real = f"{profile}{speed},{calls}={n}"
-            pairs = []
-            for r in range(args.repetitions):
-                # One single-call run per profile, pool, load and repetition, projected
-                # for each change.
-                if (profile, pool, load, r) not in bases:
-                    store = tmp / f"one-{profile}-{pool}-{load}{tag(r)}.db"
-                    level = _bench(store, profile, pool, load, args.requests, args.warmup)
-                    bases[profile, pool, load, r] = store, level
-                cstore = tmp / f"calls{i}{tag(r)}.db"
-                cand = _bench(cstore, real, pool, load, args.requests, args.warmup)
-                pairs.append((*bases[profile, pool, load, r], cstore, cand))
+            # One single-call run per profile, pool, load and repetition, projected for
+            # each change.
+            if (profile, pool, load, r) not in bases:
+                store = tmp / f"one-{profile}-{pool}-{load}{tag(r)}.db"
+                level = _bench(store, profile, pool, load, args.requests, args.warmup)
+                bases[profile, pool, load, r] = store, level
+            cstore = tmp / f"calls{i}{tag(r)}.db"
+            cand = _bench(cstore, f"{profile}{speed},{calls}={n}", pool, load, args.requests,
+                          args.warmup)  # fmt: skip
+            return (*bases[profile, pool, load, r], cstore, cand)
+
+        rounds(picked, args.repetitions, make)
+        for i in picked:
+            profile, pool, load, calls, n, k = CONFIGS[i]
+            # The earlier rounds' runs are kept in ``tmp``: made again, they are read back.
+            pairs = [make(i, r) for r in range(args.repetitions)]
             change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
             print(host_line(i, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):

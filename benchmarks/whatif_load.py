@@ -16,11 +16,13 @@ cores with the chain and count as load.
                                                      # them next time (no new runs)
     python benchmarks/whatif_load.py --repetitions 1 # one pair of runs a configuration
 
-Each configuration's two runs are made ``--repetitions`` times in turn (first run,
-second run, first, second: two by default), and the median projection is checked
-against the median measured: this two-core machine's speed for the chain's work moves
-by up to a fifth over tens of seconds, which a single pair of runs carries whole into
-the error (docs/whatif.md, "The machine's own speed").
+Each configuration's pair of runs (first run, second run) is made ``--repetitions``
+times, two by default, in rounds: every configuration's first pair, then every
+configuration's second, so that a configuration's pairs are a round apart. The median
+projection is checked against the median measured: this two-core machine's speed for
+the chain's work moves by up to a fifth and can stay so for minutes, which pairs made
+one after the other would all carry into the error (docs/whatif.md, "The machine's
+own speed"). Rows print during the last round.
 
 Prints one row per configuration and the median and worst error of each model; an
 overloaded configuration the load model declines prints its one line instead.
@@ -38,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from demo_app.chain import stop_on_signals
@@ -214,11 +217,19 @@ def protocol_args(doc: str, configs: int) -> tuple[argparse.Namespace, list[int]
     parser.add_argument("--warmup", type=int, default=32)
     parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
     parser.add_argument(
-        "--repetitions", type=int, default=2, help="pairs of runs a configuration, in turn"
+        "--repetitions", type=int, default=2, help="pairs of runs a configuration, in rounds"
     )
     args = parser.parse_args()
     picked = [int(x) for x in args.only.split(",")] if args.only else list(range(configs))
     return args, picked
+
+
+def rounds(picked: list[int], repetitions: int, make: Callable[[int, int], object]) -> None:
+    """Every round of runs but the last: ``make(configuration, repetition)`` for each
+    configuration in turn, a round at a time (the last round is made as its rows print)."""
+    for r in range(repetitions - 1):
+        for n in picked:
+            make(n, r)
 
 
 def tag(r: int) -> str:
@@ -257,15 +268,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or scratch
         Path(tmp).mkdir(parents=True, exist_ok=True)
+
+        def make(n: int, r: int) -> tuple[Path, dict, Path, dict]:
+            profile, pool, load, stage, k = CONFIGS[n]
+            store, cstore = Path(tmp) / f"run{n}{tag(r)}.db", Path(tmp) / f"cand{n}{tag(r)}.db"
+            base = _bench(store, profile, pool, load, args.requests, args.warmup)
+            cand = _bench(cstore, f"{profile},{stage}={k:g}", pool, load, args.requests,
+                          args.warmup)  # fmt: skip
+            return store, base, cstore, cand
+
+        rounds(picked, args.repetitions, make)
         for n in picked:
             profile, pool, load, stage, k = CONFIGS[n]
-            pairs = []
-            for r in range(args.repetitions):
-                store, cstore = Path(tmp) / f"run{n}{tag(r)}.db", Path(tmp) / f"cand{n}{tag(r)}.db"
-                base = _bench(store, profile, pool, load, args.requests, args.warmup)
-                cand = _bench(cstore, f"{profile},{stage}={k:g}", pool, load, args.requests,
-                              args.warmup)  # fmt: skip
-                pairs.append((store, base, cstore, cand))
+            # The earlier rounds' runs are kept in ``tmp``: made again, they are read back.
+            pairs = [make(n, r) for r in range(args.repetitions)]
             # How busy the host was (others' work shifts between the runs).
             print(host_line(n, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):
