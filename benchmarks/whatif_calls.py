@@ -94,11 +94,8 @@ def main() -> None:
                           args.warmup)  # fmt: skip
             return (*bases[profile, pool, load, r], cstore, cand)
 
-        rounds(picked, args.repetitions, make)
-        for i in picked:
+        for i, pairs in rounds(picked, args.repetitions, make):
             profile, pool, load, calls, n, k = CONFIGS[i]
-            # The earlier rounds' runs are kept in ``tmp``: made again, they are read back.
-            pairs = [make(i, r) for r in range(args.repetitions)]
             change = f"{'best of' if calls == 'candidates' else 'repeat'} {n}, model x{k:g}"
             print(host_line(i, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):

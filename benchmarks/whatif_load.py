@@ -40,8 +40,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from demo_app.chain import stop_on_signals
 
@@ -224,12 +225,18 @@ def protocol_args(doc: str, configs: int) -> tuple[argparse.Namespace, list[int]
     return args, picked
 
 
-def rounds(picked: list[int], repetitions: int, make: Callable[[int, int], object]) -> None:
-    """Every round of runs but the last: ``make(configuration, repetition)`` for each
-    configuration in turn, a round at a time (the last round is made as its rows print)."""
-    for r in range(repetitions - 1):
-        for n in picked:
-            make(n, r)
+T = TypeVar("T")
+
+
+def rounds(
+    picked: list[int], repetitions: int, make: Callable[[int, int], T]
+) -> Iterator[tuple[int, list[T]]]:
+    """``make(configuration, repetition)`` for each configuration in turn, a round at a
+    time; in the last round each configuration comes with all its pairs as its last one
+    is made, so its rows print as the round goes."""
+    made = {(n, r): make(n, r) for r in range(repetitions - 1) for n in picked}
+    for n in picked:
+        yield n, [*(made[n, r] for r in range(repetitions - 1)), make(n, repetitions - 1)]
 
 
 def tag(r: int) -> str:
@@ -277,11 +284,8 @@ def main() -> None:
                           args.warmup)  # fmt: skip
             return store, base, cstore, cand
 
-        rounds(picked, args.repetitions, make)
-        for n in picked:
+        for n, pairs in rounds(picked, args.repetitions, make):
             profile, pool, load, stage, k = CONFIGS[n]
-            # The earlier rounds' runs are kept in ``tmp``: made again, they are read back.
-            pairs = [make(n, r) for r in range(args.repetitions)]
             # How busy the host was (others' work shifts between the runs).
             print(host_line(n, [(s, lv["run"]) for p in pairs for s, lv in (p[:2], p[2:])]))
             for model in ("load", "retime"):
