@@ -21,6 +21,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tracer._errors import HoptraceError
 from tracer.analysis import analyze_sources, load, what_if
 from tracer.analysis.attribution import attribute as attribute_module
 from tracer.analysis.attribution.shapes import FIELDS
@@ -265,7 +266,10 @@ def _outputs(path: Path) -> list[str]:
         dumps(analysis_dict(split)) + repr(list(zip(cols.ids.tolist(), values, strict=True)))
     )
     traces = load([str(path)])
-    out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
+    try:
+        out.append(dumps(whatif_dict(what_if(traces, stage="inference", speedup=4.0))))
+    except HoptraceError as exc:  # no trace has the stage: both paths say so alike
+        out.append(f"{type(exc).__name__}: {exc}")
     return out
 
 
@@ -304,6 +308,17 @@ def test_batched_and_scalar_json_agree_whatever_each_span_carries(tmp_path, base
     # traces) and its own.
     traces = [(base + changes, fractions) for changes, fractions in traces]
     scalar, batched, _ = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert batched == scalar
+
+
+def test_both_paths_give_one_error_when_no_trace_has_the_stage(tmp_path):
+    """Every trace's inference span relabelled (Hypothesis found it): the projection has
+    no stage to speed up, and both paths say so in the same line."""
+    relabelled = [(0, "status", 0), (9, "attribute", ("hoptrace.stage", "chat"))]
+    traces = [(relabelled, [1.0] * len(_CHAIN)) for _ in range(8)]
+    scalar, batched, taken = _both(_write(tmp_path / "spans.jsonl", traces))
+    assert scalar[-1].startswith("ConfigError: ") and "inference" in scalar[-1]
+    assert taken > 0
     assert batched == scalar
 
 
