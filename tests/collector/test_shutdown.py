@@ -33,12 +33,18 @@ class Sent:
 
 
 def _sender(
-    url: str, bodies: Bodies, numbers: Iterator[int], stop: threading.Event, log: list
+    url: str,
+    bodies: Bodies,
+    numbers: Iterator[int],
+    stop: threading.Event,
+    log: list,
+    pending: dict[int, float],
 ) -> None:
     with httpx.Client(timeout=30) as client:
         while not stop.is_set():
             number = next(numbers)  # itertools.count: one number per request, across threads
             started = time.monotonic()
+            pending[number] = started
             try:
                 response = client.post(
                     url,
@@ -50,6 +56,7 @@ def _sender(
             except httpx.HTTPError as exc:
                 outcome, retry_after = type(exc).__name__, None
             log.append(Sent(number, started, time.monotonic(), outcome, retry_after))
+            del pending[number]
             if outcome == 503:
                 stop.wait(float(retry_after or 1))
 
@@ -66,9 +73,10 @@ def test_stop_under_load_answers_every_request_and_closes_the_store(tmp_path, si
     numbers = itertools.count()
     stop = threading.Event()
     log: list[Sent] = []
+    pending: dict[int, float] = {}  # requests sent and not yet answered: when each began
     url = proc.endpoint + "/v1/traces"
     threads = [
-        threading.Thread(target=_sender, args=(url, bodies, numbers, stop, log))
+        threading.Thread(target=_sender, args=(url, bodies, numbers, stop, log, pending))
         for _ in range(SENDERS)
     ]
     for thread in threads:
@@ -79,7 +87,10 @@ def test_stop_under_load_answers_every_request_and_closes_the_store(tmp_path, si
             assert time.monotonic() < deadline
             time.sleep(0.05)
         backlog = 4 * request_cost(bodies.size, "protobuf")
-        while proc.health()["in_flight_bytes"] < backlog:  # requests queued, unanswered
+        # Requests queued, unanswered, one of them sent long enough ago to be one of them.
+        while proc.health()["in_flight_bytes"] < backlog or not any(
+            time.monotonic() - t > 2 * _IN_FLIGHT_GUARD_S for t in list(pending.values())
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         signalled = time.monotonic()
