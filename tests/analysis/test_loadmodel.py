@@ -15,7 +15,15 @@ from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.whatif.expand import expand_templates
-from tracer.analysis.whatif.loadmodel import COPY_CPU_SCALING, LOOP_PIECE_MS, _steps, project_load
+from tracer.analysis.whatif.loadmodel import (
+    COPY_CPU_SCALING,
+    CPU_FULL,
+    LOOP_PIECE_MS,
+    PARALLEL_BUSY,
+    LoadWhatIf,
+    _steps,
+    project_load,
+)
 from tracer.analysis.whatif.loadrun import load_run
 from tracer.analysis.whatif.scenario import Combined, Fanout, Faster, Repeat, Scenario
 from tracer.analysis.whatif.simulate import CPU, DELAY
@@ -337,6 +345,36 @@ def test_a_stretch_s_cpu_in_line_comes_in_pieces_through_its_wait_each_in_its_lo
     longest = max(graph.nodes, key=len)  # the model's stretch: wait, piece, wait, ...
     assert [step.kind for step in longest] == [DELAY, CPU] * 45
     assert longest[0].ns == pytest.approx(855 * MS / 45)
+
+
+def test_parallel_calls_with_the_cores_busy_say_the_projection_came_out_short_there():
+    # 100 ms of CPU a request; best-of-3 brings the model server's 20 ms twice more.
+    # Eight clients on 1.5 cores keep them busy but not full; one client on eight
+    # leaves them idle; three calls in sequence on one core keep it as busy, and say
+    # nothing of parallel calls.
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+
+    def said(projection: LoadWhatIf) -> list[str]:
+        return [n for n in projection.notes if n.startswith("parallel calls")]
+
+    idle = project_load(run, Fanout("inference", 3))
+    assert idle.utilization_after["cpu"] < 0.1
+    assert not said(idle)
+    busy = project_load(replace(run, clients=8, cores=1.5), Fanout("inference", 3))
+    assert PARALLEL_BUSY <= busy.utilization_after["cpu"] < CPU_FULL
+    (note,) = said(busy)
+    assert note.startswith(
+        f"parallel calls with the chain's cores {busy.utilization_after['cpu']:.0%} busy: "
+        "on real runs like this one the projection came out short"
+    )
+    assert not any("least sure" in n for n in busy.notes)
+    # With the cores full, that note says it, not the one on full cores alone.
+    full = project_load(replace(run, clients=8, cores=0.75), Fanout("inference", 3))
+    assert full.utilization_after["cpu"] >= CPU_FULL
+    assert len(said(full)) == 1 and not any("least sure" in n for n in full.notes)
+    sequence = project_load(replace(run, clients=8, cores=1.0), Repeat("inference", 3))
+    assert PARALLEL_BUSY <= sequence.utilization_after["cpu"] < CPU_FULL
+    assert not said(sequence)
 
 
 def test_a_projection_whose_cores_end_up_full_says_it_is_least_sure_there():
