@@ -249,8 +249,9 @@ def project(
 ) -> str | tuple[dict[str, float], dict[str, float], str]:
     """The projections of ``change`` from each pair's first run (store, level) against
     its second's, as ``(projected, measured, note)``: the medians of P50 and P90 over
-    the pairs, and a note of each pair's P50s and the model's reason. A model that
-    declined any of the runs: its one line."""
+    the pairs, and a note of each pair's P50s, the model's reason and the heads of the
+    notes the load model added (where it says it is least sure). A model that declined
+    any of the runs: its one line."""
     got = [_whatif(store, level["run"], model, *change) for store, level, _, _ in pairs]
     for g in got:
         if isinstance(g, str):
@@ -262,6 +263,9 @@ def project(
         each = [f"{g['after_ms']['p50']:,.0f}/{c['e2e_ms']['p50']:,.0f}" for g, (*_, c) in
                 zip(got, pairs, strict=True)]  # fmt: skip
         note = f"P50 by pair {', '.join(each)}; {note}"
+    said = dict.fromkeys(n.split(":", 1)[0] for g in got for n in g.get("load_notes") or [])
+    if said:
+        note = f"{note}; says: {'; '.join(said)}"
     return after, measured, note
 
 
