@@ -250,8 +250,7 @@ def project(
     """The projections of ``change`` from each pair's first run (store, level) against
     its second's, as ``(projected, measured, note)``: the medians of P50 and P90 over
     the pairs, and a note of each pair's P50s, the model's reason and the heads of the
-    notes the load model added (where it says it is least sure). A model that declined
-    any of the runs: its one line."""
+    notes the load model added. A model that declined any of the runs: its one line."""
     got = [_whatif(store, level["run"], model, *change) for store, level, _, _ in pairs]
     for g in got:
         if isinstance(g, str):

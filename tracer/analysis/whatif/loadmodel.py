@@ -461,7 +461,7 @@ def _parallel(run: LoadRun, scenario: Scenario) -> bool:
     stages = {
         x.stage for t in run.templates for node in t.nodes for x in node if isinstance(x, Stretch)
     }
-    return any(scenario.calls(stage).parallel and scenario.calls(stage).n > 1 for stage in stages)
+    return any((c := scenario.calls(stage)).parallel and c.n > 1 for stage in stages)
 
 
 def _busiest(sim: Simulated, run: LoadRun) -> float:
