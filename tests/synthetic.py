@@ -13,6 +13,8 @@ import random
 from collections.abc import Iterable
 from typing import Any
 
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+
 from tracer import attributes as attrs
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
 
@@ -33,6 +35,25 @@ SEED_MS = {
     "return": 40.0,
 }
 _counter = itertools.count(1)
+
+
+class SeededIds(IdGenerator):
+    """The OpenTelemetry SDK's id generator with its random draws seeded, so a test
+    that samples traces by their ids keeps the same ones on every run (the SDK's own
+    ids would make its counts, and their intervals, vary from run to run). It records
+    the trace ids it gave."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+        self.trace_ids: list[int] = []
+
+    def generate_span_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        trace_id = self._rng.getrandbits(128) or 1
+        self.trace_ids.append(trace_id)
+        return trace_id
 
 
 def _id() -> str:

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from collector import SpanStore
 from tests.collector.test_receiver import _otlp_json
-from tests.synthetic import SEED_MS, chain_trace, to_jaeger_json, to_otlp_json
+from tests.synthetic import SEED_MS, SeededIds, chain_trace, to_jaeger_json, to_otlp_json
 from tracer import attributes as attrs
 from tracer.analysis.aggregate import analyze
 from tracer.analysis.loaders import load
@@ -182,9 +182,10 @@ def test_check_passes_fails_or_says_the_sample_is_too_small(tmp_path: Path):
 
 @pytest.mark.integration
 def test_sampled_spans_reach_a_real_collector_and_are_weighted(collector_process):
+    sampler = ConsistentProbabilitySampler(0.25)
+    ids = SeededIds(25)  # the same 400 trace ids every run: no chance miss
     provider = TracerProvider(
-        resource=Resource.create({"service.name": "sampled"}),
-        sampler=ConsistentProbabilitySampler(0.25),
+        resource=Resource.create({"service.name": "sampled"}), sampler=sampler, id_generator=ids
     )
     exporter = OTLPSpanExporter(endpoint=collector_process.endpoint + "/v1/traces")
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -196,7 +197,10 @@ def test_sampled_spans_reach_a_real_collector_and_are_weighted(collector_process
     provider.shutdown()
     a = analyze(load([collector_process.store]))
     assert a.sample is not None and a.sample.unknown_weight == 0
+    assert len(ids.trace_ids) == 400
+    assert a.sample.kept == sum(map(sampler.keeps, ids.trace_ids))
     assert 50 <= a.sample.kept <= 150  # 100 expected, standard deviation 8.7
+    assert a.sample.estimated_traces == 4 * a.sample.kept
     assert a.sample.interval.low <= 400 <= a.sample.interval.high
 
 

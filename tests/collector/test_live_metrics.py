@@ -21,6 +21,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -29,6 +30,7 @@ from collector.metrics import OTHER, LabelLimiter
 from collector.pending import PendingTraces
 from tests.conftest import CollectorProcess
 from tests.helpers import eventually
+from tests.synthetic import SeededIds
 from tracer import attributes as attrs
 from tracer.analysis.loaders.arrival import is_complete
 from tracer.spans.model import Span
@@ -81,12 +83,19 @@ def test_label_values_past_a_limit_become_other_and_are_counted():
 
 
 def send_chat_trace(
-    endpoint: str, error: bool = False, run: str = "live-test", sampler: Any = None
+    endpoint: str,
+    error: bool = False,
+    run: str = "live-test",
+    sampler: Any = None,
+    ids: IdGenerator | None = None,
 ) -> bool:
     """One chat request's trace through the real OTLP exporter: a client root, a gateway
     server span with its route, and an inference span with tokens and a first token.
-    With ``sampler`` on both services' providers; returns whether the trace was kept."""
-    provider = TracerProvider(resource=Resource.create({"service.name": "client"}), sampler=sampler)
+    With ``sampler`` on both services' providers and the client's trace ids from ``ids``
+    (the SDK's random ones by default); returns whether the trace was kept."""
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "client"}), sampler=sampler, id_generator=ids
+    )
     provider.add_span_processor(
         SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint + "/v1/traces"))
     )
@@ -229,8 +238,10 @@ def test_sampled_traces_count_for_the_traffic_they_stand_for(live):
     from tracer.sampling.samplers import ConsistentProbabilitySampler
 
     sampler = ConsistentProbabilitySampler(0.25)
-    kept = sum(send_chat_trace(live.endpoint, sampler=sampler) for _ in range(24))
-    assert 1 <= kept < 24  # about six; the trace ids are random
+    ids = SeededIds(24)  # the same trace ids every run, so the same ones are kept
+    kept = sum(send_chat_trace(live.endpoint, sampler=sampler, ids=ids) for _ in range(24))
+    assert kept == sum(map(sampler.keeps, ids.trace_ids))
+    assert 1 <= kept < 24  # about six
     labels = {
         "service": "client",
         "run": "live-test",
