@@ -15,11 +15,13 @@ from tracer import attributes as attrs
 from tracer.analysis import TraceSet
 from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.whatif.expand import expand_templates
+from tracer.analysis.whatif.loadgraph import Stretch
 from tracer.analysis.whatif.loadmodel import (
     COPY_CPU_SCALING,
     CPU_FULL,
     LOOP_PIECE_MS,
     PARALLEL_BUSY,
+    SPEED_CPU_SCALING,
     LoadWhatIf,
     _steps,
     project_load,
@@ -221,16 +223,18 @@ def _one_client_run(n: int = 30, e2e_ms: float = 1000.0) -> list[list[Span]]:
 
 def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     # 1,000 ms requests, 100 ms of CPU each, eight idle cores: the model 10x faster
-    # leaves (1000 - 50) / 10 = 95 ms of waiting, then a tenth of the 50 ms in line (the
-    # other 45 ms join the 50 beside the waits, which run from the request's start and
-    # end first). CPU per request falls with throughput as (x / 1000) ** 0.2: the fixed
-    # point x = 95 + 5 (x / 1000) ** 0.2 is 98.1 ms. All 50 ms kept in line would give
-    # 128.2 ms (x = 95 + 50 (x / 1000) ** 0.2).
+    # costs 10 ** -0.05 of its CPU (89.1 ms) and leaves (1000 - 50) / 10 = 95 ms of
+    # waiting, with a tenth of the 44.6 ms in line paced through it; the other 40.1 ms
+    # join the 44.6 beside, paced through the same 95 ms from the stretch's start: the
+    # request ends with them. CPU per request falls with throughput as
+    # (x / 1000) ** 0.2: the fixed point x = 95 + 84.7 (x / 1000) ** 0.2 is 153.2 ms.
+    # The CPU beside left to hide behind the waits (one branch from the request's
+    # start) would give 97.8 ms (x = 95 + 4.46 (x / 1000) ** 0.2).
     run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert run.clients == 1 and run.cores == 8.0
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
-    assert projected.after.p50 == pytest.approx(98.1, rel=0.005)
+    assert projected.after.p50 == pytest.approx(153.2, rel=0.005)
     # A stage made slower keeps its CPU in line: twice as slow, 2 x 950 + 50.
     slower = project_load(run, Faster("inference", 0.5))
     assert slower.after.p50 == pytest.approx(1950.0, rel=0.01)
@@ -305,10 +309,11 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
 
 
 def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
-    # 100 ms of CPU a request, of which a call of inference costs the model server's
-    # 20 ms. Called twice as it was, the copy brings those 20 ms; with the model 100x
-    # faster, 100 ** -0.5 of them (2 ms); best-of-3 10x faster, two copies of 20 /
-    # sqrt(10) ms. Faster alone, no copy: the request's 100 ms, all still spent.
+    # 100 ms of CPU a request, 90 of it in the model's stretch (by length), of which a
+    # call of inference costs the model server's 20 ms. Called twice as it was, the
+    # copy brings those 20 ms. A stage k times faster costs k ** -0.05 of its CPU
+    # (the model's 90 ms: 71.5 at 100x), and a copy of a call k times faster brings
+    # k ** -0.125 of a call's besides (100x: 11.2 ms, 10x: 15.0 ms).
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
 
     def cpu_ms(scenario: Scenario) -> float:
@@ -317,34 +322,39 @@ def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
         )
         return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
 
-    assert COPY_CPU_SCALING == 0.5
+    assert (COPY_CPU_SCALING, SPEED_CPU_SCALING) == (0.125, 0.05)
     assert cpu_ms(Repeat("inference", 2)) == pytest.approx(120.0)
-    assert cpu_ms(Faster("inference", 100)) == pytest.approx(100.0)
-    assert cpu_ms(Combined((Faster("inference", 100), Repeat("inference", 2)))) == pytest.approx(
-        102.0
-    )
+    assert cpu_ms(Faster("inference", 100)) == pytest.approx(10 + 90 / 100**0.05)
+    twice = Combined((Faster("inference", 100), Repeat("inference", 2)))
+    assert cpu_ms(twice) == pytest.approx(10 + (90 + 20 / 100**0.125) / 100**0.05)
     best_of_3 = Combined((Faster("inference", 10), Fanout("inference", 3)))
-    assert cpu_ms(best_of_3) == pytest.approx(100.0 + 2 * 20.0 / 10**0.5)
+    assert cpu_ms(best_of_3) == pytest.approx(10 + (90 + 2 * 20 / 10**0.125) / 10**0.05)
 
 
-def test_a_stretch_s_cpu_in_line_comes_in_pieces_through_its_wait_each_in_its_loop():
+def test_a_stretch_s_cpu_comes_in_pieces_through_its_wait_each_in_its_loop():
     # 100 ms of CPU a request, half in line, by length: the model's 900 ms stretch has
     # 45 ms of it, paced through its 855 ms of waiting in pieces of 1 ms (a stream's
     # relays handling one token, then waiting for the next), each taken in turn by its
-    # process's loop; the client's 100 ms stretch, 5 pieces. The 50 ms beside the waits
-    # are the processes' other threads, shared, not taken in turn.
+    # process's loop; the client's 100 ms stretch, 5 pieces. The other half runs beside
+    # each stretch, from its start, as much by length and paced through the same wait:
+    # a node of its own for each stretch, which the request's end waits for.
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    template = run.templates[0]
     (graph, *_) = _steps(run, None, 1.0)
-    steps = [step for node in graph.nodes for step in node]
-    in_line = [step for step in steps if step.kind == CPU and step.loop]
-    assert len(in_line) == 50 and max(step.ns for step in in_line) <= LOOP_PIECE_MS * MS
-    assert sum(step.ns for step in in_line) == pytest.approx(50 * MS)
-    assert {step.pool for step in in_line} <= {"bench", "model"}
-    beside = [step for step in steps if step.kind == CPU and not step.loop]
-    assert sum(step.ns for step in beside) == pytest.approx(50 * MS)
-    longest = max(graph.nodes, key=len)  # the model's stretch: wait, piece, wait, ...
-    assert [step.kind for step in longest] == [DELAY, CPU] * 45
-    assert longest[0].ns == pytest.approx(855 * MS / 45)
+    own, beside = graph.nodes[: len(template.nodes)], graph.nodes[len(template.nodes) :]
+    for nodes in (own, beside):
+        cpu = [step for node in nodes for step in node if step.kind == CPU]
+        assert len(cpu) == 50 and max(step.ns for step in cpu) <= LOOP_PIECE_MS * MS
+        assert sum(step.ns for step in cpu) == pytest.approx(50 * MS)
+        assert all(step.loop for step in cpu) and {step.pool for step in cpu} <= {"bench", "model"}
+        longest = max(nodes, key=len)  # the model's stretch: wait, piece, wait, ...
+        assert [step.kind for step in longest] == [DELAY, CPU] * 45
+        assert longest[0].ns == pytest.approx(855 * MS / 45)
+    # Each node beside starts with its stretch's node (both after the same nodes).
+    model = max(range(len(own)), key=lambda i: len(own[i]))
+    (twin,) = [j for j, node in enumerate(graph.nodes) if j >= len(own) and len(node) == 90]
+    assert graph.after[twin] == graph.after[model]
+    assert len(beside) == sum(1 for node in template.nodes for x in node if isinstance(x, Stretch))
 
 
 def test_parallel_calls_with_the_cores_busy_say_the_projection_came_out_short_there():

@@ -10,7 +10,8 @@ with the change (a :class:`~tracer.analysis.whatif.scenario.Scenario`).
   change (a sleep, the network, a GPU). The change multiplies the waiting time of
   each stretch by the scenario's factor for its stage; the CPU stays, except that CPU
   per request falls as throughput rises (:data:`CPU_SCALING`), and a stage k times
-  faster keeps 1/k of its in-line CPU in line, the rest moved beside the waits.
+  faster costs k ** -:data:`SPEED_CPU_SCALING` of its CPU and keeps 1/k of its
+  in-line CPU in line, the rest moved beside the waits of the same stretch.
 - **Processes.** Each of the chain's services runs its CPU in its own processes, one
   event loop each: a burst runs in one of them, drawn by their shares of the chain's
   CPU, and a process never gets more than a core however many are free
@@ -60,6 +61,7 @@ __all__ = [
     "PARALLEL_BUSY",
     "PROCESS_LOOPS",
     "SATURATED",
+    "SPEED_CPU_SCALING",
     "LoadWhatIf",
     "calibrate",
     "project_load",
@@ -98,16 +100,17 @@ class LoadWhatIf:
 CPU_SCALING = 0.2
 #: The share of the chain's CPU per request that runs in line with the request's waits
 #: and lengthens its stretches; the rest runs beside them (a stream's relays working on
-#: one token while the model waits for the next, the exporters' threads): a branch of
-#: the request of its own, from its start, that loads the cores as much and lengthens
-#: the request only when contention makes it outlast the waits. Chosen on the first
-#: pass of the protocol in docs/whatif.md, among 1, 0.75, 0.5 and 0.25. A stage k
-#: times faster keeps 1/k of its stretches' in-line share; the rest joins the branch.
+#: one token while the model waits for the next, the exporters' threads): for each
+#: stretch, a branch of the request of its own from the stretch's start, paced through
+#: the same wait, that loads the cores and the loops as much and lengthens the request
+#: when it outlasts the stretch. Chosen on the first pass of the protocol in
+#: docs/whatif.md, among 1, 0.75, 0.5 and 0.25. A stage k times faster keeps 1/k of its
+#: stretches' in-line share; the rest joins their branches.
 INLINE_SHARE = 0.5
 #: Each service of the chain runs its CPU on one event loop per process: at most a
 #: core per process (its instances' count), beside the host's cores shared by all.
 #: The CPU in line with the waits is drawn to a service per stretch by the services'
-#: shares, the CPU beside them split among all by their shares. Measured on fresh runs
+#: shares, and so is each stretch's CPU beside them, apart. Measured on fresh runs
 #: of the protocol in docs/whatif.md.
 PROCESS_LOOPS = True
 #: The in-line CPU of a stretch comes in pieces of at most this many milliseconds,
@@ -120,15 +123,14 @@ PROCESS_LOOPS = True
 #: the calls' seventh to ninth, among 1, 2 and 3 ms.
 LOOP_PIECE_MS = 1.0
 #: A copy of a call k times faster (``--repeat``/``--fanout`` with ``--speedup``)
-#: brings k ** -this of the CPU a call of the run cost: a faster model's answer
-#: reaches its caller in fewer, fuller pieces, and more calls a second share the
-#: wake-ups of the model server's and the app's loops. Measured on the demo's chain:
-#: two more calls of a model 100x faster cost about 1 ms of CPU a request, where a
-#: copy costing a call's share of the single-call run's CPU brought 11 ms each.
-#: Chosen among 0 (that share), 0.4 and 0.5 on two runs of the calls protocol in
-#: docs/whatif.md; on the fresh run after them it came out too fast at 100x, with the
-#: single-call run's CPU measure a quarter lower (worst 27%, against 32% with 0).
-COPY_CPU_SCALING = 0.5
+#: brings k ** -this of the CPU a call of the run cost (and k ** -SPEED_CPU_SCALING
+#: of that, as the call itself): a faster model's answer reaches its caller in fewer,
+#: fuller pieces. Measured on the demo's chain, a copy of a call 100x faster cost
+#: 4.6 ms of CPU (8 clients) and 6.2 ms (6 requests/s), where a call's share of the
+#: single-call run's CPU was about 10 ms. Chosen among 0.5, 0.25 and 0.125 on the
+#: kept runs of the calls protocol in docs/whatif.md, with the CPU beside the waits
+#: kept with each stretch.
+COPY_CPU_SCALING = 0.125
 #: After a change that makes a stage's calls in parallel (``--fanout``), the chain's
 #: cores this busy in the simulation: the projection came out short on real runs, the
 #: slowest requests most. The parallel calls of one request reach the server one after
@@ -145,6 +147,9 @@ SATURATED = 0.9
 #: chain back, and the projection says it is least sure there (on the fresh passes in
 #: docs/whatif.md, every projection more than 8% off had its cores at least this busy).
 CPU_FULL = 0.9
+#: A stage k times faster costs the chain k ** -this of its CPU: a faster model's
+#: tokens reach the relays in fewer, fuller pieces.
+SPEED_CPU_SCALING = 0.05
 
 
 def _steps(
@@ -158,8 +163,9 @@ def _steps(
     calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
     in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
     by ``scenario``'s factor for its stage (none: as measured); ``cpu_ns`` per request
-    (default: the run's). A call's copies bring the CPU of the stage's own processes
-    with them (:func:`_copies`), in line and beside alike."""
+    (default: the run's). Each stretch's CPU beside the waits runs beside it, from its
+    start. A call's copies bring the CPU of the stage's own processes with them
+    (:func:`_copies`), in line and beside alike."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
@@ -168,58 +174,72 @@ def _steps(
     weights = [share for _, share, _ in run.processes]
     out = []
     for k, t in enumerate(run.templates if templates is None else templates):
-        scale, grow = (
-            ({}, 1.0)
+        scale = (
+            {}
             if templates is None
             else _copies(run.templates[k], t, own, scenario.factor if scenario else None)
         )
-        # Each burst in line runs in one of the chain's processes, drawn by their
-        # shares of its CPU (the same draw for a template every time).
+        # Each burst runs in one of the chain's processes, drawn by their shares of
+        # its CPU (the same draws for a template every time).
         pick = random.Random(k)
         nodes = []
-        aside = 0.0  # in-line CPU moved beside the waits by the scenario
-        for items in t.nodes:
+        nodes_beside: list[tuple[list[Step], tuple[int, ...]]] = []
+        after = t.after
+        for i, items in enumerate(t.nodes):
             steps: list[Step] = []
             for x in items:
                 if not isinstance(x, Stretch):
                     steps.append(Step(x.kind, pool=x.pool) if x.kind == ACQUIRE else x)
                     continue
                 part = x.ns / t.busy_ns if t.busy_ns > 0 else 0.0
-                share = cpu * part * scale.get(_top(x.stage), 1.0)
+                # A stage k times faster costs k ** -SPEED_CPU_SCALING of its CPU.
+                fewer = 1.0 if scenario is None else _fewer(scenario.factor(x.stage))
+                share = cpu * part * scale.get(_top(x.stage), 1.0) * fewer
+                beside = (total - cpu) * part * scale.get(_top(x.stage), 1.0) * fewer
                 if scenario is not None:
                     # A stage k times faster keeps 1/k of its in-line CPU in line; the
-                    # rest is still spent, beside the waits (a faster model's tokens
-                    # reach the relays a few at a time: as many, fewer wake-ups).
+                    # rest joins its CPU beside the waits (a faster model's tokens
+                    # reach the relays a few at a time).
                     moved = share * (1 - min(scenario.factor(x.stage), 1.0))
                     share -= moved
-                    aside += moved
+                    beside += moved
                 # At the run's own contention, ``stretch`` times the CPU was spent in it.
                 wait = max(x.ns - measured * part * stretch, 0.0)
                 if scenario is not None:
                     wait *= scenario.factor(x.stage)
+                if beside > 0:
+                    # Beside the stretch, from its start: a node of its own (a stream's
+                    # relays working while the model waits for the next token), paced
+                    # through the same wait, which the request's end waits for.
+                    node = _paced(beside, wait, pick.choices(names, weights)[0] if names else "")
+                    nodes_beside.append((node, after[i] or (0,)))
                 if share > 0:
                     where = pick.choices(names, weights)[0] if names else ""
-                    pieces = max(int(np.ceil(share / (LOOP_PIECE_MS * _MS))), 1)
-                    for _ in range(pieces):
-                        if wait > 0:
-                            steps.append(Step(DELAY, wait / pieces))
-                        steps.append(Step(CPU, share / pieces, pool=where, loop=bool(where)))
+                    steps.extend(_paced(share, wait, where))
                 elif wait > 0:
                     steps.append(Step(DELAY, wait))
             nodes.append(tuple(steps))
-        after = t.after
-        if total > cpu or aside > 0:
-            # The CPU beside the waits: a branch of its own from the request's start,
-            # in each process by its share, which the request's end waits for.
-            beside = (total - cpu) * grow + aside
-            if names:
-                for name, weight in zip(names, weights, strict=True):
-                    nodes.append((Step(CPU, beside * weight, pool=name),))
-                    after = (*after, (0,))
-            else:
-                nodes.append((Step(CPU, beside),))
-                after = (*after, (0,))
+        for node, before in nodes_beside:
+            nodes.append(tuple(node))
+            after = (*after, before)
         out.append(Graph(tuple(nodes), after))
+    return out
+
+
+def _fewer(factor: float) -> float:
+    """What a stage ``factor`` times as long (1/k: k times faster) costs of its CPU."""
+    return min(factor, 1.0) ** SPEED_CPU_SCALING
+
+
+def _paced(cpu_ns: float, wait_ns: float, where: str) -> list[Step]:
+    """``cpu_ns`` of CPU in ``where``'s loop (none: the host's cores), in pieces of at
+    most :data:`LOOP_PIECE_MS`, each after an equal piece of ``wait_ns``."""
+    pieces = max(int(np.ceil(cpu_ns / (LOOP_PIECE_MS * _MS))), 1)
+    out: list[Step] = []
+    for _ in range(pieces):
+        if wait_ns > 0:
+            out.append(Step(DELAY, wait_ns / pieces))
+        out.append(Step(CPU, cpu_ns / pieces, pool=where, loop=bool(where)))
     return out
 
 
@@ -242,9 +262,9 @@ def _copies(
     now: Template,
     own: dict[str, float],
     factor: Callable[[str], float] | None = None,
-) -> tuple[dict[str, float], float]:
+) -> dict[str, float]:
     """What a request's copied calls cost in CPU: for each stage with copies, the factor
-    on its stretches' in-line CPU, and the factor on the CPU beside the waits.
+    on its stretches' CPU (in line and beside the waits alike).
 
     One more call of a stage costs the CPU of the stage's own processes (``own``: their
     share of the chain's, a model server's for ``inference``): not the chain's relays
@@ -256,7 +276,6 @@ def _copies(
     before, after = _by_stage(was), _by_stage(now)
     busy = was.busy_ns
     scale: dict[str, float] = {}
-    grow = 1.0
     for stage, ns in after.items():
         o = before.get(stage, 0.0)
         if o <= 0 or ns <= o or busy <= 0:
@@ -267,8 +286,7 @@ def _copies(
             # A copy of a call k times faster brings k ** -COPY_CPU_SCALING of its CPU.
             per_call *= min(factor(stage), 1.0) ** COPY_CPU_SCALING
         scale[stage] = (o / busy + (calls - 1) * per_call) / (ns / busy)
-        grow += (calls - 1) * per_call
-    return scale, grow
+    return scale
 
 
 def _run(run: LoadRun, graphs: list[Graph], requests: int, seed: int) -> Simulated:
