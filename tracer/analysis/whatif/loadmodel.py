@@ -137,9 +137,11 @@ COPY_CPU_SCALING = 0.125
 #: another once the loops are busy (on the calls protocol in docs/whatif.md, the last
 #: of them reached the model server 17 ms after the first with best-of-3 at 8 clients,
 #: 0.6 ms with best-of-2 at 6 requests/s, the model 100x faster in both), which the
-#: simulation does not reproduce. On the eighth to twelfth fresh runs there,
+#: simulation reproduces only in part. On the eighth to twelfth fresh runs there,
 #: best-of-3 with the cores 52-98% busy came out 3-25% short at P50 and 7-37% at P90;
-#: best-of-N with them 10-29% busy, within 5%.
+#: best-of-N with them 10-29% busy, within 5%. With the CPU beside the waits kept with
+#: each stretch (the thirteenth run), best-of-3 with the cores 61-82% busy came out
+#: -4% to +4% at P50 and 3-14% short at P90.
 PARALLEL_BUSY = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
