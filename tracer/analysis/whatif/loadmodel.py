@@ -185,7 +185,7 @@ def _steps(
         # its CPU (the same draws for a template every time).
         pick = random.Random(k)
         nodes = []
-        nodes_beside: list[tuple[list[Step], tuple[int, ...]]] = []
+        nodes_beside: list[tuple[tuple[Step, ...], tuple[int, ...]]] = []
         after = t.after
         for i, items in enumerate(t.nodes):
             steps: list[Step] = []
@@ -196,8 +196,8 @@ def _steps(
                 part = x.ns / t.busy_ns if t.busy_ns > 0 else 0.0
                 # A stage k times faster costs k ** -SPEED_CPU_SCALING of its CPU.
                 fewer = 1.0 if scenario is None else _fewer(scenario.factor(x.stage))
-                share = cpu * part * scale.get(_top(x.stage), 1.0) * fewer
-                beside = (total - cpu) * part * scale.get(_top(x.stage), 1.0) * fewer
+                portion = part * scale.get(_top(x.stage), 1.0) * fewer
+                share, beside = cpu * portion, (total - cpu) * portion
                 if scenario is not None:
                     # A stage k times faster keeps 1/k of its in-line CPU in line; the
                     # rest joins its CPU beside the waits (a faster model's tokens
@@ -222,7 +222,7 @@ def _steps(
                     steps.append(Step(DELAY, wait))
             nodes.append(tuple(steps))
         for node, before in nodes_beside:
-            nodes.append(tuple(node))
+            nodes.append(node)
             after = (*after, before)
         out.append(Graph(tuple(nodes), after))
     return out
@@ -233,7 +233,7 @@ def _fewer(factor: float) -> float:
     return min(factor, 1.0) ** SPEED_CPU_SCALING
 
 
-def _paced(cpu_ns: float, wait_ns: float, where: str) -> list[Step]:
+def _paced(cpu_ns: float, wait_ns: float, where: str) -> tuple[Step, ...]:
     """``cpu_ns`` of CPU in ``where``'s loop (none: the host's cores), in pieces of at
     most :data:`LOOP_PIECE_MS`, each after an equal piece of ``wait_ns``."""
     pieces = max(int(np.ceil(cpu_ns / (LOOP_PIECE_MS * _MS))), 1)
@@ -242,7 +242,7 @@ def _paced(cpu_ns: float, wait_ns: float, where: str) -> list[Step]:
         if wait_ns > 0:
             out.append(Step(DELAY, wait_ns / pieces))
         out.append(Step(CPU, cpu_ns / pieces, pool=where, loop=bool(where)))
-    return out
+    return tuple(out)
 
 
 def _top(stage: str) -> str:
