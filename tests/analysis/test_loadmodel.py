@@ -18,6 +18,7 @@ from tracer.analysis.whatif.expand import expand_templates
 from tracer.analysis.whatif.loadgraph import Stretch
 from tracer.analysis.whatif.loadmodel import (
     COPY_CPU_SCALING,
+    CPU_SCALING,
     CPU_FULL,
     LOOP_PIECE_MS,
     PARALLEL_BUSY,
@@ -223,18 +224,19 @@ def _one_client_run(n: int = 30, e2e_ms: float = 1000.0) -> list[list[Span]]:
 
 def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     # 1,000 ms requests, 100 ms of CPU each, eight idle cores: the model 10x faster
-    # costs 10 ** -0.05 of its CPU (89.1 ms) and leaves (1000 - 50) / 10 = 95 ms of
-    # waiting, with a tenth of the 44.6 ms in line paced through it; the other 40.1 ms
-    # join the 44.6 beside, paced through the same 95 ms from the stretch's start: the
-    # request ends with them. CPU per request falls with throughput as
-    # (x / 1000) ** 0.2: the fixed point x = 95 + 84.7 (x / 1000) ** 0.2 is 153.2 ms.
-    # The CPU beside left to hide behind the waits (one branch from the request's
-    # start) would give 97.8 ms (x = 95 + 4.46 (x / 1000) ** 0.2).
+    # leaves (1000 - 50) / 10 = 95 ms of waiting, with a tenth of the in-line half of
+    # the CPU paced through it; the other nine tenths join the half beside, paced
+    # through the same 95 ms from the stretch's start: the request ends with them.
+    # CPU per request falls with throughput as (x / 1000) ** 0.2, less than the faster
+    # stage's own 10 ** -0.13 (0.74) for any x under 224 ms, and the two are not both
+    # taken: the fixed point x = 95 + 95 (x / 1000) ** 0.2 is 160.9 ms. The CPU beside
+    # left to hide behind the waits (one branch from the request's start) would give
+    # about 98 ms (x = 95 + 5 (x / 1000) ** 0.2).
     run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert run.clients == 1 and run.cores == 8.0
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
-    assert projected.after.p50 == pytest.approx(153.2, rel=0.005)
+    assert projected.after.p50 == pytest.approx(160.9, rel=0.005)
     # A stage made slower keeps its CPU in line: twice as slow, 2 x 950 + 50.
     slower = project_load(run, Faster("inference", 0.5))
     assert slower.after.p50 == pytest.approx(1950.0, rel=0.01)
@@ -311,8 +313,8 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
 def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
     # 100 ms of CPU a request, 90 of it in the model's stretch (by length), of which a
     # call of inference costs the model server's 20 ms. Called twice as it was, the
-    # copy brings those 20 ms. A stage k times faster costs k ** -0.05 of its CPU
-    # (the model's 90 ms: 71.5 at 100x), and a copy of a call k times faster brings
+    # copy brings those 20 ms. A stage k times faster costs k ** -0.13 of its CPU
+    # (the model's 90 ms: 49.4 at 100x), and a copy of a call k times faster brings
     # k ** -0.125 of a call's besides (100x: 11.2 ms, 10x: 15.0 ms).
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
 
@@ -322,13 +324,38 @@ def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
         )
         return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
 
-    assert (COPY_CPU_SCALING, SPEED_CPU_SCALING) == (0.125, 0.05)
+    assert (COPY_CPU_SCALING, SPEED_CPU_SCALING) == (0.125, 0.13)
     assert cpu_ms(Repeat("inference", 2)) == pytest.approx(120.0)
-    assert cpu_ms(Faster("inference", 100)) == pytest.approx(10 + 90 / 100**0.05)
+    assert cpu_ms(Faster("inference", 100)) == pytest.approx(10 + 90 / 100**0.13)
     twice = Combined((Faster("inference", 100), Repeat("inference", 2)))
-    assert cpu_ms(twice) == pytest.approx(10 + (90 + 20 / 100**0.125) / 100**0.05)
+    assert cpu_ms(twice) == pytest.approx(10 + (90 + 20 / 100**0.125) / 100**0.13)
     best_of_3 = Combined((Faster("inference", 10), Fanout("inference", 3)))
-    assert cpu_ms(best_of_3) == pytest.approx(10 + (90 + 2 * 20 / 10**0.125) / 10**0.05)
+    assert cpu_ms(best_of_3) == pytest.approx(10 + (90 + 2 * 20 / 10**0.125) / 10**0.13)
+
+
+def test_a_faster_stage_s_cpu_falls_with_its_speed_or_the_throughput_not_both():
+    # 100 ms of CPU a request, 90 of it in the model's stretch; the model 100x faster
+    # (k ** -0.13: 0.549). At x times the throughput the chain's CPU per request is
+    # x ** -0.2 of it (x = 4: 0.758, x = 32: 0.5), and the model's stretches get the
+    # lesser of the two factors: at 4x 0.549, at 32x 0.5 (the throughput's alone).
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    faster = Faster("inference", 100)
+
+    def cpu_ms(x: float) -> float:
+        (graph, *_) = _steps(
+            run, faster, 1.0, 100 * MS * x**-CPU_SCALING, (run.templates[0],), x
+        )
+        return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
+
+    assert CPU_SCALING == 0.2
+    assert cpu_ms(1) == pytest.approx(10 + 90 * 100**-0.13)
+    assert cpu_ms(4) == pytest.approx(10 * 4**-0.2 + 90 * 100**-0.13)  # 57.0, not 41.7
+    assert cpu_ms(32) == pytest.approx(50.0)  # 10 and 90 both halved
+    # A stage no faster keeps the throughput's factor alone.
+    (graph, *_) = _steps(run, Faster("inference", 1), 1.0, 50 * MS, (run.templates[0],), 32)
+    assert sum(s.ns for node in graph.nodes for s in node if s.kind == CPU) == pytest.approx(
+        50 * MS
+    )
 
 
 def test_a_stretch_s_cpu_comes_in_pieces_through_its_wait_each_in_its_loop():
