@@ -141,7 +141,9 @@ COPY_CPU_SCALING = 0.125
 #: best-of-3 with the cores 52-98% busy came out 3-25% short at P50 and 7-37% at P90;
 #: best-of-N with them 10-29% busy, within 5%. With the CPU beside the waits kept with
 #: each stretch (the thirteenth run), best-of-3 with the cores 61-82% busy came out
-#: -4% to +4% at P50 and 3-14% short at P90.
+#: -4% to +4% at P50 and 3-14% short at P90; with a faster stage's CPU falling with its
+#: speed or the throughput, the lesser (the fourteenth), -1% to +12% at P50 and 5-8%
+#: short at P90.
 PARALLEL_BUSY = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
@@ -150,10 +152,10 @@ SATURATED = 0.9
 #: docs/whatif.md, every projection more than 8% off had its cores at least this busy).
 CPU_FULL = 0.9
 #: A stage k times faster costs the chain k ** -this of its CPU: a faster model's
-#: tokens reach the relays in fewer, fuller pieces. The throughput's rise (x ** -
-#: :data:`CPU_SCALING`) is the same saving (more events a wake-up, from more requests
-#: at once or from one stream's tokens together), so the stage's CPU gets the lesser
-#: of the two factors, not their product. On the calls protocol in docs/whatif.md,
+#: tokens reach the relays in fewer, fuller pieces. The throughput's rise saves the
+#: same (x ** -:data:`CPU_SCALING`: more events a wake-up, from more requests at once
+#: or from one stream's tokens together), so the stage's CPU gets the lesser of the
+#: two factors, not their product. On the calls protocol in docs/whatif.md,
 #: in open loops at 6 requests/s (the same throughput), a call of a model 100x faster
 #: cost the chain about 18.7 ms of CPU against 34.4 ms as it is (0.54); chosen among
 #: 0.05 and 0.13 on the kept runs there and of the load protocol.
@@ -172,9 +174,9 @@ def _steps(
     calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
     in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
     by ``scenario``'s factor for its stage (none: as measured); ``cpu_ns`` per request
-    (default: the run's), at ``ratio`` times the run's throughput. Each stretch's CPU beside the waits runs beside it, from its
-    start. A call's copies bring the CPU of the stage's own processes with them
-    (:func:`_copies`), in line and beside alike."""
+    (default: the run's), at ``ratio`` times the run's throughput. Each stretch's CPU
+    beside the waits runs beside it, from its start. A call's copies bring the CPU of
+    the stage's own processes with them (:func:`_copies`), in line and beside alike."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
     cpu = total * INLINE_SHARE
@@ -422,8 +424,8 @@ def project_load(
     elif util.get("cpu", 0.0) >= PARALLEL_BUSY and _parallel(run, scenario):
         notes.append(
             f"parallel calls with the chain's cores {util['cpu']:.0%} busy: on real runs "
-            "like this one the projection came out short, its tail most of all "
-            "(docs/whatif.md has by how much)"
+            "like this one the projection's tail came out short, its median off either "
+            "way (docs/whatif.md has by how much)"
         )
     elif util.get("cpu", 0.0) >= CPU_FULL:
         notes.append(
