@@ -142,8 +142,8 @@ COPY_CPU_SCALING = 0.125
 #: best-of-N with them 10-29% busy, within 5%. With the CPU beside the waits kept with
 #: each stretch (the thirteenth run), best-of-3 with the cores 61-82% busy came out
 #: -4% to +4% at P50 and 3-14% short at P90; with a faster stage's CPU falling with its
-#: speed or the throughput, the lesser (the fourteenth), -1% to +12% at P50 and 5-8%
-#: short at P90.
+#: speed or the throughput, the lesser (the fourteenth and fifteenth), -1% to +12% at
+#: P50 and 2-13% short at P90.
 PARALLEL_BUSY = 0.5
 #: An overloaded run's replay must keep a resource this busy: what ran out.
 SATURATED = 0.9
