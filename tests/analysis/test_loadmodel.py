@@ -342,7 +342,7 @@ def test_a_faster_stage_s_cpu_falls_with_its_speed_or_the_throughput_not_both():
     faster = Faster("inference", 100)
 
     def cpu_ms(x: float) -> float:
-        (graph, *_) = _steps(run, faster, 1.0, 100 * MS * x**-CPU_SCALING, (run.templates[0],), x)
+        (graph, *_) = _steps(run, faster, 1.0, (run.templates[0],), x)
         return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
 
     assert CPU_SCALING == 0.2
@@ -350,7 +350,7 @@ def test_a_faster_stage_s_cpu_falls_with_its_speed_or_the_throughput_not_both():
     assert cpu_ms(4) == pytest.approx(10 * 4**-0.2 + 90 * 100**-0.13)  # 57.0, not 41.7
     assert cpu_ms(32) == pytest.approx(50.0)  # 10 and 90 both halved
     # A stage no faster keeps the throughput's factor alone.
-    (graph, *_) = _steps(run, Faster("inference", 1), 1.0, 50 * MS, (run.templates[0],), 32)
+    (graph, *_) = _steps(run, Faster("inference", 1), 1.0, (run.templates[0],), 32)
     assert sum(s.ns for node in graph.nodes for s in node if s.kind == CPU) == pytest.approx(
         50 * MS
     )

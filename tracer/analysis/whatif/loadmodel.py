@@ -166,19 +166,18 @@ def _steps(
     run: LoadRun,
     scenario: Scenario | None,
     stretch: float,
-    cpu_ns: float | None = None,
     templates: Sequence[Template] | None = None,
     ratio: float = 1.0,
 ) -> list[Graph]:
     """Simulation steps of every template (default: the run's; with a scenario's
     calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
     in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
-    by ``scenario``'s factor for its stage (none: as measured); ``cpu_ns`` per request
-    (default: the run's), at ``ratio`` times the run's throughput. Each stretch's CPU
+    by ``scenario``'s factor for its stage (none: as measured); at ``ratio`` times the
+    run's throughput, the run's CPU per request times ``ratio`` ** -CPU_SCALING. Each stretch's CPU
     beside the waits runs beside it, from its start. A call's copies bring the CPU of
     the stage's own processes with them (:func:`_copies`), in line and beside alike."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
-    total = (run.cpu_ns_per_request or 0.0) if cpu_ns is None else cpu_ns
+    total = (run.cpu_ns_per_request or 0.0) * ratio**-CPU_SCALING
     cpu = total * INLINE_SHARE
     own = dict(run.stage_cpu)
     names = [name for name, _, _ in run.processes] if PROCESS_LOOPS else []
@@ -398,13 +397,12 @@ def project_load(
             "out, so the load model cannot replay it (give --capacity NAME=N or --cores)"
         )
     expanded = expand_templates(run.templates, scenario)
-    after = _run(run, _steps(run, scenario, stretch, templates=expanded), requests, seed)
+    after = _run(run, _steps(run, scenario, stretch, expanded), requests, seed)
     if run.cpu_ns_per_request and run.cores:
         # The CPU per request at the throughput the change reaches (a fixed point).
         for _ in range(4):
             ratio = after.throughput_per_s / base.throughput_per_s if base.throughput_per_s else 1.0
-            cpu = run.cpu_ns_per_request * ratio**-CPU_SCALING
-            after = _run(run, _steps(run, scenario, stretch, cpu, expanded, ratio), requests, seed)
+            after = _run(run, _steps(run, scenario, stretch, expanded, ratio), requests, seed)
     base_ms = np.array(base.e2e_ns) / _MS
     after_ms = np.array(after.e2e_ns) / _MS
     before = stats(run.e2e_ms)
