@@ -46,6 +46,19 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
+def _listen(port: int, host: str = "127.0.0.1") -> socket.socket | None:
+    """A socket listening on ``host:port`` (0: a free port), or None when it is taken."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's backlog
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Turn SIGTERM and SIGHUP into a clean exit (``SystemExit``) while the block runs,
@@ -136,7 +149,8 @@ class Chain:
         """The OpenAI-style base URL of the gateway."""
         return f"http://127.0.0.1:{self.ports['gateway']}/v1"
 
-    def _spawn(self, service: str, *extra: str) -> None:
+    def _spawn(self, service: str, listening: dict[str, socket.socket], *extra: str) -> None:
+        fd = listening[service].fileno()
         cmd = [
             sys.executable,
             "-m",
@@ -144,6 +158,8 @@ class Chain:
             service,
             "--port",
             str(self.ports[service]),
+            "--fd",
+            str(fd),
             "--profile",
             self.profile,
             "--otlp-endpoint",
@@ -163,7 +179,7 @@ class Chain:
         # CPU (docs/overhead.md); the embedded collector and the Collector take both.
         env["OTEL_EXPORTER_OTLP_PROTOCOL"] = self.protocol
         env.update(self._extra_env)
-        self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env))
+        self._procs.append(subprocess.Popen(cmd, stdout=out, stderr=out, env=env, pass_fds=(fd,)))
         self._names.append(service)
 
     def _services(self) -> list[str]:
@@ -178,34 +194,56 @@ class Chain:
             HoptraceError: a port is taken ("gateway: port 8000 is in use"), or a
                 service exited or did not answer in time (named, with its port).
         """
-        for name in self._services():
-            port = self.ports[name]
-            if port == self._picked.get(name) and port_in_use(port, "127.0.0.1"):
-                # Picked free, taken since (an outgoing connection's source port, say).
-                self.ports[name] = self._picked[name] = free_port()
-                if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":
-                    self.model_url = f"http://127.0.0.1:{self.ports['model']}/v1"
-        self.collector.repick_port()  # the same, for the collector's own port
-        wanted = {"collector": self.collector.port} | {n: self.ports[n] for n in self._services()}
-        for name, port in wanted.items():
-            if port_in_use(port, self.collector.host if name == "collector" else "127.0.0.1"):
+        # Each service's listening socket is bound here and handed to its process, so
+        # nothing can take the port between the pick and the bind (another process, an
+        # outgoing connection's source port, or the collector, whose port is picked by
+        # the same kernel call and could come out the same): a foreign server on the
+        # port would answer the readiness probe in the service's place.
+        listening: dict[str, socket.socket] = {}
+        try:
+            for name in self._services():
+                port = self.ports[name]
+                sock = _listen(port)
+                if sock is None and port == self._picked.get(name):
+                    sock = _listen(0)  # picked free, taken since: pick another
+                if sock is None:
+                    raise HoptraceError(
+                        f"{name}: port {port} is in use; stop what listens there or choose "
+                        "another port"
+                    )
+                listening[name] = sock
+                if sock.getsockname()[1] != port:
+                    self.ports[name] = self._picked[name] = sock.getsockname()[1]
+                    if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":
+                        self.model_url = f"http://127.0.0.1:{self.ports['model']}/v1"
+            self.collector.repick_port()  # the same for its own port, clear of the above
+            if port_in_use(self.collector.port, self.collector.host):
                 raise HoptraceError(
-                    f"{name}: port {port} is in use; stop what listens there or choose another port"
+                    f"collector: port {self.collector.port} is in use; stop what listens "
+                    "there or choose another port"
                 )
-        self.collector.start()
+            self.collector.start()
+        except BaseException:
+            for sock in listening.values():
+                sock.close()
+            raise
         try:
             o = self._options
-            if self.model_url.startswith(f"http://127.0.0.1:{self.ports['model']}"):
+            if "model" in listening:
                 self._spawn(
                     "model",
+                    listening,
                     "--speedup",
                     str(self._speedup),
                     "--failure-rate",
                     str(o["failure_rate"]),
                 )
-            self._spawn("app", "--upstream", self.model_url, "--timeout", str(o["timeout_s"]))
+            self._spawn(
+                "app", listening, "--upstream", self.model_url, "--timeout", str(o["timeout_s"])
+            )
             self._spawn(
                 "gateway",
+                listening,
                 "--upstream",
                 f"http://127.0.0.1:{self.ports['app']}",
                 "--api-key",
@@ -227,6 +265,9 @@ class Chain:
         except BaseException:
             self.stop()
             raise
+        finally:
+            for sock in listening.values():  # the services hold their own copies
+                sock.close()
         return self
 
     def _wait(self, name: str, port: int, deadline: float) -> None:

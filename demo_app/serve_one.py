@@ -13,6 +13,7 @@ import argparse
 import ctypes
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -57,6 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("service", choices=["gateway", "app", "model"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 in containers)")
+    parser.add_argument(
+        "--fd",
+        type=int,
+        default=None,
+        help="serve on this listening socket, inherited from the parent, instead of binding",
+    )
     parser.add_argument("--upstream", help="base URL of the next service")
     parser.add_argument("--profile", default="wan")
     parser.add_argument("--speedup", type=float, default=1.0)
@@ -109,8 +116,10 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         timeout_graceful_shutdown=3,
     )
+    # The chain binds the port itself and passes the socket down (demo_app/chain.py).
+    sockets = None if args.fd is None else [socket.socket(fileno=args.fd)]
     try:
-        _Server(server_config).run()
+        _Server(server_config).run(sockets=sockets)
     finally:
         tracer.shutdown()  # the last batch of spans leaves before the process ends
 

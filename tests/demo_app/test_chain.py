@@ -242,6 +242,29 @@ def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
             sock.close()
 
 
+def test_ports_picked_the_same_twice_are_told_apart_and_each_service_answers(tmp_path):
+    """Ports are picked by separate kernel calls whose sockets are closed at once, so the
+    same port can come out twice: here the gateway's is the collector's and the app's
+    is the model's. Were the services to bind them themselves, the collector (or the
+    model) would hold the port, the gateway would fail to bind, and the readiness probe
+    would take the collector's answer for the gateway's: requests would get a 404. The
+    chain binds each service's socket itself and picks again for the loser."""
+    chain = Chain(tmp_path / "s.db", profile="loopback", rate_limit=0.0)
+    chain.ports["gateway"] = chain._picked["gateway"] = chain.collector.port
+    chain.ports["app"] = chain._picked["app"] = chain.ports["model"]
+    with chain:
+        got = [chain.collector.port, *chain.ports.values()]
+        assert len(set(got)) == 4, got
+        done = httpx.post(
+            chain.base_url + "/chat/completions",
+            headers={"Authorization": f"Bearer {chain.api_key}"},
+            json={"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=30,
+        )
+        assert done.status_code == 200, done.text
+        assert all(proc.poll() is None for proc in chain._procs)  # every service serves
+
+
 def test_a_port_the_caller_chose_that_is_taken_fails_with_one_line(tmp_path):
     import socket
 
