@@ -3,7 +3,9 @@
     with Chain(store_path, profile="wan") as chain:
         print(chain.base_url)     # http://127.0.0.1:PORT/v1 (the gateway)
 
-Services run as child processes on free loopback ports; they are stopped on exit,
+Services run as child processes on free loopback ports, each serving on a socket this
+process bound and handed down (so no other server can answer in a service's place);
+they are stopped on exit,
 on an exception and on Ctrl-C (and, through :func:`stop_on_signals`, on SIGTERM and
 SIGHUP), and each child also ends by itself when this process dies without a chance
 to clean up (``kill -9``): it asks the kernel for a signal on its parent's death and
