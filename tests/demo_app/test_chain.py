@@ -209,6 +209,17 @@ def test_load_32_streaming_clients_for_20_s_loses_no_trace(chain):
     print(f"load: {len(results)} requests in {took:.1f} s, all {len(ids)} traces complete")
 
 
+def _answers(chain: Chain) -> None:
+    """One chat request through the gateway gets a 200."""
+    done = httpx.post(
+        chain.base_url + "/chat/completions",
+        headers={"Authorization": f"Bearer {chain.api_key}"},
+        json={"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=30,
+    )
+    assert done.status_code == 200, done.text
+
+
 def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
     """A chain picks its services' ports when it is made; another process (or an
     outgoing connection's source port) may take one before start() binds it: the chain
@@ -230,13 +241,7 @@ def test_ports_picked_free_but_taken_before_start_are_picked_again(tmp_path):
             assert all(chain.ports[name] != port for name, port in taken.items())
             assert chain.collector.port != collector_port  # the collector's too
             assert chain.model_url == f"http://127.0.0.1:{chain.ports['model']}/v1"
-            done = httpx.post(
-                chain.base_url + "/chat/completions",
-                headers={"Authorization": f"Bearer {chain.api_key}"},
-                json={"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]},
-                timeout=30,
-            )
-            assert done.status_code == 200, done.text
+            _answers(chain)
     finally:
         for sock in holders:
             sock.close()
@@ -255,13 +260,7 @@ def test_ports_picked_the_same_twice_are_told_apart_and_each_service_answers(tmp
     with chain:
         got = [chain.collector.port, *chain.ports.values()]
         assert len(set(got)) == 4, got
-        done = httpx.post(
-            chain.base_url + "/chat/completions",
-            headers={"Authorization": f"Bearer {chain.api_key}"},
-            json={"model": "sim-1", "messages": [{"role": "user", "content": "hi"}]},
-            timeout=30,
-        )
-        assert done.status_code == 200, done.text
+        _answers(chain)
         assert all(proc.poll() is None for proc in chain._procs)  # every service serves
 
 

@@ -173,9 +173,10 @@ def _steps(
     calls, :func:`~tracer.analysis.whatif.expand.expand_templates` of them): the
     in-line CPU at ``stretch`` taken out of each stretch, its waiting time multiplied
     by ``scenario``'s factor for its stage (none: as measured); at ``ratio`` times the
-    run's throughput, the run's CPU per request times ``ratio`` ** -CPU_SCALING. Each stretch's CPU
-    beside the waits runs beside it, from its start. A call's copies bring the CPU of
-    the stage's own processes with them (:func:`_copies`), in line and beside alike."""
+    run's throughput, the run's CPU per request times ``ratio`` ** -CPU_SCALING. Each
+    stretch's CPU beside the waits runs beside it, from its start. A call's copies bring
+    the CPU of the stage's own processes with them (:func:`_copies`), in line and beside
+    alike."""
     measured = (run.cpu_ns_per_request or 0.0) * INLINE_SHARE
     total = (run.cpu_ns_per_request or 0.0) * ratio**-CPU_SCALING
     cpu = total * INLINE_SHARE
