@@ -210,15 +210,21 @@ def print_errors(errors: dict[str, list[float]]) -> None:
             )
 
 
-def protocol_args(doc: str, configs: int) -> tuple[argparse.Namespace, list[int]]:
-    """The options of a what-if protocol, and the configurations picked."""
+def protocol_args(
+    doc: str, configs: int, repetitions: int = 2
+) -> tuple[argparse.Namespace, list[int]]:
+    """The options of a what-if protocol (``repetitions``: the pairs a configuration
+    by default), and the configurations picked."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--only", help="configuration numbers, comma-separated")
     parser.add_argument("--requests", type=int, default=96)
     parser.add_argument("--warmup", type=int, default=32)
     parser.add_argument("--keep", help="a folder to keep the runs in (and reuse them from)")
     parser.add_argument(
-        "--repetitions", type=int, default=2, help="pairs of runs a configuration, in rounds"
+        "--repetitions",
+        type=int,
+        default=repetitions,
+        help=f"pairs of runs a configuration, in rounds [default: {repetitions}]",
     )
     args = parser.parse_args()
     picked = [int(x) for x in args.only.split(",")] if args.only else list(range(configs))
