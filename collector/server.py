@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import signal
 import socket
 import threading
@@ -218,24 +219,37 @@ class BackgroundCollector:
             self.store.close()
             raise
         self._server = _Server(self.app, host, self.port)
-        self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._server.serve()), name="hoptrace-collector", daemon=True
-        )
+        self._thread = threading.Thread(target=lambda: None)  # replaced by start()
 
-    def repick_port(self) -> None:
-        """Before :meth:`start`: when this collector picked its own port and something
-        took it since (an outgoing connection's source port, say), pick another."""
-        if not self._own_port or self._thread.is_alive():
-            return
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    def _listen(self) -> socket.socket:
+        """The listening socket, bound here before the server's thread starts, so that
+        nothing can take the port between the pick and the bind: on the port asked
+        for, or on the one this collector picked (another, when something took it
+        since: an outgoing connection's source port, a server picked the same way).
+
+        Raises:
+            ReceiverError: the port asked for is taken, or the host is not this
+                machine's.
+        """
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        error = OSError(errno.EADDRNOTAVAIL, "no port to try")
+        for port in (self.port, 0) if self._own_port else (self.port,):
+            sock = socket.socket(family)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
             try:
-                sock.bind((self.host, self.port))
-                return
-            except OSError:
-                pass
-        self.port = free_port(self.host)
-        self._server = _Server(self.app, self.host, self.port)
+                sock.bind((self.host, port))
+                sock.listen(2048)  # uvicorn's backlog
+            except OSError as exc:
+                sock.close()
+                error = exc
+                continue
+            self.port = int(sock.getsockname()[1])
+            return sock
+        if error.errno == errno.EADDRINUSE:
+            raise ReceiverError(
+                f"port {self.port} is in use; stop what listens there or choose another port"
+            )
+        raise ReceiverError(f"cannot listen on {self.host}:{self.port}: {error.strerror}")
 
     @property
     def endpoint(self) -> str:
@@ -243,7 +257,19 @@ class BackgroundCollector:
         return f"http://{self.host}:{self.port}"
 
     def start(self, timeout_s: float = 10.0) -> BackgroundCollector:
-        """Start serving; returns when the port accepts connections."""
+        """Start serving; returns when the port accepts connections.
+
+        Raises:
+            ReceiverError: the port asked for is taken, or the server did not start.
+        """
+        sock = self._listen()
+        self._server = _Server(self.app, self.host, self.port)
+        server = self._server
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            name="hoptrace-collector",
+            daemon=True,
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
@@ -255,7 +281,8 @@ class BackgroundCollector:
     def stop(self) -> None:
         """Stop serving: answer or refuse what is queued, commit, close the store."""
         self._server.stop()
-        self._thread.join(timeout=_GRACE_S + 10)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=_GRACE_S + 10)
         self.app.close()
         self.store.close()
 

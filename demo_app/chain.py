@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from collector import BackgroundCollector, free_port
-from tracer._errors import HoptraceError
+from tracer._errors import HoptraceError, ReceiverError
 
 __all__ = ["DEMO_KEY", "PARENT_PID_ENV", "Chain", "port_in_use", "stop_on_signals"]
 
@@ -218,13 +218,10 @@ class Chain:
                     self.ports[name] = self._picked[name] = sock.getsockname()[1]
                     if name == "model" and self.model_url == f"http://127.0.0.1:{port}/v1":
                         self.model_url = f"http://127.0.0.1:{self.ports['model']}/v1"
-            self.collector.repick_port()  # the same for its own port, clear of the above
-            if port_in_use(self.collector.port, self.collector.host):
-                raise HoptraceError(
-                    f"collector: port {self.collector.port} is in use; stop what listens "
-                    "there or choose another port"
-                )
-            self.collector.start()
+            try:  # the collector binds its own port the same way, clear of the above
+                self.collector.start()
+            except ReceiverError as exc:
+                raise HoptraceError(f"collector: {exc}") from None
         except BaseException:
             for sock in listening.values():
                 sock.close()
