@@ -19,7 +19,7 @@ As there, the runs are made ``--repetitions`` times in rounds (three by default:
 configuration's pair once, then again, then a third time), and the median projection
 is checked against the median measured. Each configuration has single-call runs of its
 own, each made right before its changed run: near saturation this two-core machine's
-CPU a request moves by up to a third between identical runs minutes apart
+CPU a request moves by up to 40% between identical runs minutes apart
 (docs/whatif.md, "More calls"), which a single-call run shared by the configurations
 of a round would carry into all of them. A closed loop with the model 10x or more
 faster answers 25-50 requests/s, so its changed run sends :data:`LONGER` times the
