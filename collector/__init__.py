@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collector.memory import DEFAULT_MAX_MEMORY_BYTES
     from collector.receiver import DEFAULT_MAX_BODY_BYTES, OtlpReceiver
     from collector.retention import Retention, resolve_retention
-    from collector.server import BackgroundCollector, free_port, serve
+    from collector.server import BackgroundCollector, free_port, listening, serve
     from collector.store import SpanStore, default_store_path
     from collector.validate import MAX_VALUE_DEPTH
 
@@ -36,6 +36,7 @@ _HOME = {
     "SpanStore": "collector.store",
     "default_store_path": "collector.store",
     "free_port": "collector.server",
+    "listening": "collector.server",
     "resolve_retention": "collector.retention",
     "serve": "collector.server",
 }
@@ -50,6 +51,7 @@ __all__ = [
     "SpanStore",
     "default_store_path",
     "free_port",
+    "listening",
     "resolve_retention",
     "serve",
 ]

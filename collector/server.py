@@ -33,7 +33,7 @@ from collector.retention import Retention
 from collector.store import SpanStore
 from tracer._errors import ReceiverError
 
-__all__ = ["BackgroundCollector", "SignalServer", "free_port", "serve"]
+__all__ = ["BackgroundCollector", "SignalServer", "free_port", "listening", "serve"]
 
 #: Seconds the server waits for requests in flight after a stop before cancelling them.
 _GRACE_S = DRAIN_S + 2
@@ -44,6 +44,25 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port) and listening, as uvicorn binds
+    its own (``SO_REUSEADDR``, its backlog), to hand to a server: nothing can take the
+    port between the pick and the bind.
+
+    Raises:
+        OSError: the port is taken, or ``host`` is not this machine's.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class SignalServer(uvicorn.Server):
@@ -219,28 +238,23 @@ class BackgroundCollector:
             self.store.close()
             raise
         self._server = _Server(self.app, host, self.port)
-        self._thread = threading.Thread(target=lambda: None)  # replaced by start()
+        self._thread: threading.Thread | None = None
 
     def _listen(self) -> socket.socket:
-        """The listening socket, bound here before the server's thread starts, so that
-        nothing can take the port between the pick and the bind: on the port asked
-        for, or on the one this collector picked (another, when something took it
-        since: an outgoing connection's source port, a server picked the same way).
+        """The listening socket (:func:`listening`), bound before the server's thread
+        starts: on the port asked for, or on the one this collector picked (another,
+        when something took it since: an outgoing connection's source port, a server
+        picked the same way).
 
         Raises:
             ReceiverError: the port asked for is taken, or the host is not this
                 machine's.
         """
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         error = OSError(errno.EADDRNOTAVAIL, "no port to try")
         for port in (self.port, 0) if self._own_port else (self.port,):
-            sock = socket.socket(family)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
             try:
-                sock.bind((self.host, port))
-                sock.listen(2048)  # uvicorn's backlog
+                sock = listening(self.host, port)
             except OSError as exc:
-                sock.close()
                 error = exc
                 continue
             self.port = int(sock.getsockname()[1])
@@ -263,10 +277,8 @@ class BackgroundCollector:
             ReceiverError: the port asked for is taken, or the server did not start.
         """
         sock = self._listen()
-        self._server = _Server(self.app, self.host, self.port)
-        server = self._server
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(server.serve(sockets=[sock])),
+            target=lambda: asyncio.run(self._server.serve(sockets=[sock])),
             name="hoptrace-collector",
             daemon=True,
         )
@@ -281,7 +293,7 @@ class BackgroundCollector:
     def stop(self) -> None:
         """Stop serving: answer or refuse what is queued, commit, close the store."""
         self._server.stop()
-        if self._thread.ident is not None:
+        if self._thread is not None:
             self._thread.join(timeout=_GRACE_S + 10)
         self.app.close()
         self.store.close()

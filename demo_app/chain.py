@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from collector import BackgroundCollector, free_port
+from collector import BackgroundCollector, free_port, listening
 from tracer._errors import HoptraceError, ReceiverError
 
 __all__ = ["DEMO_KEY", "PARENT_PID_ENV", "Chain", "port_in_use", "stop_on_signals"]
@@ -50,15 +50,10 @@ def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
 
 def _listen(port: int, host: str = "127.0.0.1") -> socket.socket | None:
     """A socket listening on ``host:port`` (0: a free port), or None when it is taken."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
     try:
-        sock.bind((host, port))
-        sock.listen(2048)  # uvicorn's backlog
+        return listening(host, port)
     except OSError:
-        sock.close()
         return None
-    return sock
 
 
 @contextlib.contextmanager
