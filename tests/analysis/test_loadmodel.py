@@ -17,9 +17,9 @@ from tracer.analysis.checks.slo import parse_slo
 from tracer.analysis.whatif.expand import expand_templates
 from tracer.analysis.whatif.loadgraph import Stretch
 from tracer.analysis.whatif.loadmodel import (
-    COPY_CPU_SCALING,
     CPU_FULL,
     CPU_SCALING,
+    FANOUT_RELAY_SPEED,
     LOOP_PIECE_MS,
     PARALLEL_BUSY,
     SPEED_CPU_SCALING,
@@ -27,7 +27,7 @@ from tracer.analysis.whatif.loadmodel import (
     _steps,
     project_load,
 )
-from tracer.analysis.whatif.loadrun import load_run
+from tracer.analysis.whatif.loadrun import LoadRun, load_run
 from tracer.analysis.whatif.scenario import Combined, Fanout, Faster, Repeat, Scenario
 from tracer.analysis.whatif.simulate import CPU, DELAY
 from tracer.spans.model import KIND_CLIENT, KIND_INTERNAL, KIND_SERVER, Span
@@ -227,16 +227,16 @@ def test_half_the_cpu_runs_in_line_with_the_waits_and_half_beside_them():
     # leaves (1000 - 50) / 10 = 95 ms of waiting, with a tenth of the in-line half of
     # the CPU paced through it; the other nine tenths join the half beside, paced
     # through the same 95 ms from the stretch's start: the request ends with them.
-    # CPU per request falls with throughput as (x / 1000) ** 0.2, less than the faster
-    # stage's own 10 ** -0.13 (0.74) for any x under 224 ms, and the two are not both
-    # taken: the fixed point x = 95 + 95 (x / 1000) ** 0.2 is 160.9 ms. The CPU beside
+    # CPU per request falls with throughput as (x / 1000) ** 0.3, less than the faster
+    # stage's own 10 ** -0.13 (0.74) for any x under 368 ms, and the two are not both
+    # taken: the fixed point x = 95 + 95 (x / 1000) ** 0.3 is 148.6 ms. The CPU beside
     # left to hide behind the waits (one branch from the request's start) would give
-    # about 98 ms (x = 95 + 5 (x / 1000) ** 0.2).
+    # about 96 ms (x = 95 + 5 (x / 1000) ** 0.3).
     run = load_run(_traceset(_one_client_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert run.clients == 1 and run.cores == 8.0
     projected = project_load(run, Faster("inference", 10.0))
     assert projected.before.p50 == pytest.approx(1000.0)
-    assert projected.after.p50 == pytest.approx(160.9, rel=0.005)
+    assert projected.after.p50 == pytest.approx(148.6, rel=0.005)
     # A stage made slower keeps its CPU in line: twice as slow, 2 x 950 + 50.
     slower = project_load(run, Faster("inference", 0.5))
     assert slower.after.p50 == pytest.approx(1950.0, rel=0.01)
@@ -299,45 +299,60 @@ def test_one_more_call_costs_the_cpu_of_the_stage_s_own_processes():
     # 100 ms of CPU a request, half in line: inference holds 45 ms of it by length
     # (900 of 1,000 ms), so its waits are 855 ms. Called twice, the model server's 20%
     # of the CPU comes again: in line 45 + 10 ms, where by length it would be 90. The
-    # CPU per request then rises with the lower throughput, (1000 / x) ** -0.2: the
-    # fixed point is 2 x 855 + 95 + 1.133 x (55 + 5) = 1,873 ms (by length: 1,913).
+    # CPU per request then rises with the lower throughput, (1000 / x) ** -0.3: the
+    # fixed point is 2 x 855 + 95 + 1.208 x (55 + 5) = 1,877 ms (by length, with
+    # 90 + 5 in line: 1,920).
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
     assert dict(run.stage_cpu)["inference"] == pytest.approx(0.2)
-    assert project_load(run, Repeat("inference", 2)).after.p50 == pytest.approx(1873.0, rel=0.002)
+    assert project_load(run, Repeat("inference", 2)).after.p50 == pytest.approx(1877.4, rel=0.002)
     by_length = replace(run, stage_cpu=())
     assert project_load(by_length, Repeat("inference", 2)).after.p50 == pytest.approx(
-        1913.2, rel=0.002
+        1920.5, rel=0.002
     )
 
 
-def test_a_copy_of_a_faster_call_brings_less_of_a_call_s_cpu():
+def test_a_copy_of_a_faster_call_costs_what_the_faster_call_does():
     # 100 ms of CPU a request, 90 of it in the model's stretch (by length), of which a
     # call of inference costs the model server's 20 ms. Called twice as it was, the
-    # copy brings those 20 ms. A stage k times faster costs k ** -0.13 of its CPU
-    # (the model's 90 ms: 49.4 at 100x), and a copy of a call k times faster brings
-    # k ** -0.125 of a call's besides (100x: 11.2 ms, 10x: 15.0 ms).
+    # copy brings those 20 ms. A stage k times faster costs k ** -0.13 of its CPU (the
+    # model's 90 ms: 49.4 at 100x), its copies alike.
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
-
-    def cpu_ms(scenario: Scenario) -> float:
-        (graph, *_) = _steps(
-            run, scenario, 1.0, templates=expand_templates(run.templates, scenario)
-        )
-        return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
-
-    assert (COPY_CPU_SCALING, SPEED_CPU_SCALING) == (0.125, 0.13)
-    assert cpu_ms(Repeat("inference", 2)) == pytest.approx(120.0)
-    assert cpu_ms(Faster("inference", 100)) == pytest.approx(10 + 90 / 100**0.13)
+    assert SPEED_CPU_SCALING == 0.13
+    assert _cpu_ms(run, Repeat("inference", 2)) == pytest.approx(120.0)
+    assert _cpu_ms(run, Faster("inference", 100)) == pytest.approx(10 + 90 / 100**0.13)
     twice = Combined((Faster("inference", 100), Repeat("inference", 2)))
-    assert cpu_ms(twice) == pytest.approx(10 + (90 + 20 / 100**0.125) / 100**0.13)
+    assert _cpu_ms(run, twice) == pytest.approx(10 + (90 + 20) / 100**0.13)
+
+
+def test_the_relays_get_a_best_of_n_answer_in_one_burst():
+    # The same run: of the model's 90 ms, 20 are the model server's and 70 the relays'
+    # (the caller, the gateway, the client), which a single call's stream wakes token
+    # by token. Best-of-N sends them the one answer kept once all are in: the relays'
+    # 70 ms cost what they do for a stage 100x faster (100 ** -0.13), while each copy
+    # brings the model server's 20 ms. Best-of-2 as it is: 10 + 20 + 70 x 0.549 + 20.
+    # With the model 10x faster, its stretches' 10 ** -0.13 applies to the rest; the
+    # relays' part is at the burst's (the lesser). Calls in sequence keep their relays.
+    run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
+    assert FANOUT_RELAY_SPEED == 100.0
+    assert _cpu_ms(run, Fanout("inference", 2)) == pytest.approx(50 + 70 / 100**0.13)
     best_of_3 = Combined((Faster("inference", 10), Fanout("inference", 3)))
-    assert cpu_ms(best_of_3) == pytest.approx(10 + (90 + 2 * 20 / 10**0.125) / 10**0.13)
+    assert _cpu_ms(run, best_of_3) == pytest.approx(10 + 60 / 10**0.13 + 70 / 100**0.13)
+    # At 100x the stage is already as fast as the burst: only the copies are added.
+    at_100 = Combined((Faster("inference", 100), Fanout("inference", 2)))
+    assert _cpu_ms(run, at_100) == pytest.approx(10 + 110 / 100**0.13)
+
+
+def _cpu_ms(run: LoadRun, scenario: Scenario) -> float:
+    """The CPU a request (ms) the model gives the run's request under ``scenario``."""
+    (graph, *_) = _steps(run, scenario, 1.0, templates=expand_templates(run.templates, scenario))
+    return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
 
 
 def test_a_faster_stage_s_cpu_falls_with_its_speed_or_the_throughput_not_both():
     # 100 ms of CPU a request, 90 of it in the model's stretch; the model 100x faster
     # (k ** -0.13: 0.549). At x times the throughput the chain's CPU per request is
-    # x ** -0.2 of it (x = 4: 0.758, x = 32: 0.5), and the model's stretches get the
-    # lesser of the two factors: at 4x 0.549, at 32x 0.5 (the throughput's alone).
+    # x ** -0.3 of it (x = 4: 0.660, x = 32: 0.354), and the model's stretches get the
+    # lesser of the two factors: at 4x 0.549, at 32x 0.354 (the throughput's alone).
     run = load_run(_traceset(_two_process_run()), cores=8.0, cpu_ms_per_request=100.0)
     faster = Faster("inference", 100)
 
@@ -345,14 +360,14 @@ def test_a_faster_stage_s_cpu_falls_with_its_speed_or_the_throughput_not_both():
         (graph, *_) = _steps(run, faster, 1.0, (run.templates[0],), x)
         return sum(step.ns for node in graph.nodes for step in node if step.kind == CPU) / MS
 
-    assert CPU_SCALING == 0.2
+    assert CPU_SCALING == 0.3
     assert cpu_ms(1) == pytest.approx(10 + 90 * 100**-0.13)
-    assert cpu_ms(4) == pytest.approx(10 * 4**-0.2 + 90 * 100**-0.13)  # 57.0, not 41.7
-    assert cpu_ms(32) == pytest.approx(50.0)  # 10 and 90 both halved
+    assert cpu_ms(4) == pytest.approx(10 * 4**-0.3 + 90 * 100**-0.13)  # 56.0, not 39.2
+    assert cpu_ms(32) == pytest.approx(100 * 32**-0.3)  # 35.4: 10 and 90 alike
     # A stage no faster keeps the throughput's factor alone.
     (graph, *_) = _steps(run, Faster("inference", 1), 1.0, (run.templates[0],), 32)
     assert sum(s.ns for node in graph.nodes for s in node if s.kind == CPU) == pytest.approx(
-        50 * MS
+        100 * 32**-0.3 * MS
     )
 
 

@@ -38,7 +38,7 @@ cancels out; the projected percentiles are then kept in order (P90 at least P50)
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,9 +54,9 @@ from tracer.analysis.whatif.scenario import Scenario
 from tracer.analysis.whatif.simulate import ACQUIRE, CPU, DELAY, Graph, Simulated, Step, simulate
 
 __all__ = [
-    "COPY_CPU_SCALING",
     "CPU_FULL",
     "CPU_SCALING",
+    "FANOUT_RELAY_SPEED",
     "INLINE_SHARE",
     "PARALLEL_BUSY",
     "PROCESS_LOOPS",
@@ -97,7 +97,10 @@ class LoadWhatIf:
 
 #: CPU per request falls as throughput rises (event loops handle more ready events a
 #: wake-up, fixed-rate work is spread over more requests): x (throughput ratio) ** -this.
-CPU_SCALING = 0.2
+#: On the calls protocol's eighteenth run in docs/whatif.md, the single-call runs cost
+#: 71, 62 and 45 ms a request at 3.9, 6 and 12 requests/s (x ** -0.4); chosen among
+#: 0.2 (the earlier passes' value), 0.3 and 0.4 on that run's kept runs.
+CPU_SCALING = 0.3
 #: The share of the chain's CPU per request that runs in line with the request's waits
 #: and lengthens its stretches; the rest runs beside them (a stream's relays working on
 #: one token while the model waits for the next, the exporters' threads): for each
@@ -122,15 +125,15 @@ PROCESS_LOOPS = True
 #: docs/whatif.md). Chosen on the kept runs of the fifth to eighth load passes and
 #: the calls' seventh to ninth, among 1, 2 and 3 ms.
 LOOP_PIECE_MS = 1.0
-#: A copy of a call k times faster (``--repeat``/``--fanout`` with ``--speedup``)
-#: brings k ** -this of the CPU a call of the run cost (and k ** -SPEED_CPU_SCALING
-#: of that, as the call itself): a faster model's answer reaches its caller in fewer,
-#: fuller pieces. Measured on the demo's chain, a copy of a call 100x faster cost
-#: 4.6 ms of CPU (8 clients) and 6.2 ms (6 requests/s), where a call's share of the
-#: single-call run's CPU was about 10 ms. Chosen among 0.5, 0.25 and 0.125 on the
-#: kept runs of the calls protocol in docs/whatif.md, with the CPU beside the waits
-#: kept with each stretch.
-COPY_CPU_SCALING = 0.125
+#: The one answer kept of a stage's calls in parallel (``--fanout``) reaches the chain's
+#: relays (the caller's service, the gateway, the client) once all are in, in one burst,
+#: not token by token as a single call's stream does: their part of the stage's CPU
+#: costs what it does for a stage this many times faster. Measured on the calls
+#: protocol in docs/whatif.md (its eighteenth run): best-of-2 with the model as it is,
+#: at the single call's throughput, cost the gateway and the client 0.6 of their CPU a
+#: request with one call (100 ** -SPEED_CPU_SCALING is 0.55), while the app and the
+#: model server spent the copy's; chosen among 1 and 100 on that run's kept runs.
+FANOUT_RELAY_SPEED = 100.0
 #: After a change that makes a stage's calls in parallel (``--fanout``), the chain's
 #: cores this busy in the simulation: the projection came out short on real runs, the
 #: slowest requests most. The parallel calls of one request reach the server one after
@@ -185,11 +188,7 @@ def _steps(
     weights = [share for _, share, _ in run.processes]
     out = []
     for k, t in enumerate(run.templates if templates is None else templates):
-        scale = (
-            {}
-            if templates is None
-            else _copies(run.templates[k], t, own, scenario.factor if scenario else None)
-        )
+        scale = {} if templates is None else _copies(run.templates[k], t, own, scenario, ratio)
         # Each burst runs in one of the chain's processes, drawn by their shares of
         # its CPU (the same draws for a template every time).
         pick = random.Random(k)
@@ -277,7 +276,8 @@ def _copies(
     was: Template,
     now: Template,
     own: dict[str, float],
-    factor: Callable[[str], float] | None = None,
+    scenario: Scenario | None = None,
+    ratio: float = 1.0,
 ) -> dict[str, float]:
     """What a request's copied calls cost in CPU: for each stage with copies, the factor
     on its stretches' CPU (in line and beside the waits alike).
@@ -286,8 +286,11 @@ def _copies(
     share of the chain's, a model server's for ``inference``): not the chain's relays
     and the client's, which handle one answer however many calls made it. A stage
     without processes of its own costs its stretches' share of the CPU by length.
-    ``factor``: the scenario's factor on a stage's time; a copy of a call k times
-    faster costs k ** -:data:`COPY_CPU_SCALING` as much.
+    A copy of a call k times faster costs what the call does, k ** -SPEED_CPU_SCALING
+    of it (:func:`_fewer`, in :func:`_steps`). When the calls run in parallel, the one
+    answer kept reaches the relays once all are in, in one burst: the relays' part of
+    the stage's CPU (all but its own processes') costs what it does for a stage
+    :data:`FANOUT_RELAY_SPEED` times faster, when that is less.
     """
     before, after = _by_stage(was), _by_stage(now)
     busy = was.busy_ns
@@ -297,11 +300,14 @@ def _copies(
         if o <= 0 or ns <= o or busy <= 0:
             continue
         calls = ns / o  # the stage's time in calls of it (2: one more)
-        per_call = own.get(stage, o / busy)  # a call's share of the CPU per request
-        if factor is not None:
-            # A copy of a call k times faster brings k ** -COPY_CPU_SCALING of its CPU.
-            per_call *= min(factor(stage), 1.0) ** COPY_CPU_SCALING
-        scale[stage] = (o / busy + (calls - 1) * per_call) / (ns / busy)
+        first = o / busy  # the call's share of the CPU per request, as in the run
+        per_call = own.get(stage, first)  # what one more call brings
+        if scenario is not None and scenario.calls(stage).parallel:
+            f = min(scenario.factor(stage), 1.0)
+            relays = max(first - own.get(stage, first), 0.0)
+            burst = _fewer(min(f, 1.0 / FANOUT_RELAY_SPEED), ratio) / _fewer(f, ratio)
+            first -= relays * (1.0 - burst)
+        scale[stage] = (first + (calls - 1) * per_call) / (ns / busy)
     return scale
 
 
