@@ -326,7 +326,7 @@ def test_a_copy_of_a_faster_call_costs_what_the_faster_call_does():
 
 def test_the_relays_get_a_best_of_n_answer_in_one_burst():
     # The same run: of the model's 90 ms, 20 are the model server's and 70 the relays'
-    # (the caller, the gateway, the client), which a single call's stream wakes token
+    # (the gateway, the client), which a single call's stream wakes token
     # by token. Best-of-N sends them the one answer kept once all are in: the relays'
     # 70 ms cost what they do for a stage 100x faster (100 ** -0.13), while each copy
     # brings the model server's 20 ms. Best-of-2 as it is: 10 + 20 + 70 x 0.549 + 20.

@@ -126,7 +126,8 @@ PROCESS_LOOPS = True
 #: the calls' seventh to ninth, among 1, 2 and 3 ms.
 LOOP_PIECE_MS = 1.0
 #: The one answer kept of a stage's calls in parallel (``--fanout``) reaches the chain's
-#: relays (the caller's service, the gateway, the client) once all are in, in one burst,
+#: relays (the gateway, the client: all but the stage's own processes and its caller's
+#: part) once all are in, in one burst,
 #: not token by token as a single call's stream does: their part of the stage's CPU
 #: costs what it does for a stage this many times faster. Measured on the calls
 #: protocol in docs/whatif.md (its eighteenth run): best-of-2 with the model as it is,
